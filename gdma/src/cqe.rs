@@ -114,13 +114,13 @@ impl Cqe {
     /// The data bytes viewed as an RX completion OOB (no validation).
     #[inline]
     pub fn rx_oob(&self) -> &RxCompOob {
-        RxCompOob::ref_from_bytes(&self.data).unwrap_or_else(|_| unreachable!())
+        zerocopy::transmute_ref!(&self.data)
     }
 
     /// The data bytes viewed as a TX completion OOB (no validation).
     #[inline]
     pub fn tx_oob(&self) -> &TxCompOob {
-        TxCompOob::ref_from_bytes(&self.data).unwrap_or_else(|_| unreachable!())
+        zerocopy::transmute_ref!(&self.data)
     }
 
     /// Validates the info dword and, by `is_sq`, the RX or TX OOB.
@@ -198,7 +198,13 @@ pub enum CqeState {
 /// of `slot_owner` are used.
 #[inline]
 pub const fn cqe_state(slot_owner: u8, head: u32, count: u32) -> CqeState {
-    let lap = head / count;
+    cqe_state_lap(slot_owner, head / count)
+}
+
+/// [`cqe_state`] with the lap `head / count` precomputed (e.g. as
+/// `head >> log2(count)` for power-of-two rings).
+#[inline]
+pub const fn cqe_state_lap(slot_owner: u8, lap: u32) -> CqeState {
     let owner = slot_owner as u32 & CQE_OWNER_MASK;
     if owner == (lap.wrapping_sub(1) & CQE_OWNER_MASK) {
         CqeState::Empty
@@ -469,6 +475,19 @@ pub struct RxCompFlags {
 }
 assert_size!(RxCompFlags, 4);
 
+impl RxCompFlags {
+    /// The raw little-endian value as an integer.
+    #[inline]
+    pub const fn to_raw(self) -> u32 {
+        self.0.get()
+    }
+    /// Reinterprets a raw value (no validation).
+    #[inline]
+    pub const fn from_raw(v: u32) -> Self {
+        Self(U32::new(v))
+    }
+}
+
 /// One per-packet info of an RX completion (`mana_rxcomp_perpkt_info`).
 #[derive(
     Debug,
@@ -578,7 +597,7 @@ impl RxCompOob {
     /// Borrows the OOB in a CQE's data bytes (no validation).
     #[inline]
     pub fn view(data: &[u8; CQE_DATA_SIZE]) -> &Self {
-        Self::ref_from_bytes(data).unwrap_or_else(|_| unreachable!())
+        zerocopy::transmute_ref!(data)
     }
     /// Number of packets: the ppi entries before the first zero length.
     #[inline]
@@ -636,6 +655,19 @@ pub struct TxCompOffsets {
     pub tx_wqe_offset: u32,
 }
 assert_size!(TxCompOffsets, 4);
+
+impl TxCompOffsets {
+    /// The raw little-endian value as an integer.
+    #[inline]
+    pub const fn to_raw(self) -> u32 {
+        self.0.get()
+    }
+    /// Reinterprets a raw value (no validation).
+    #[inline]
+    pub const fn from_raw(v: u32) -> Self {
+        Self(U32::new(v))
+    }
+}
 
 /// The 60-byte TX completion OOB (`mana_tx_comp_oob`).
 #[derive(
@@ -695,7 +727,7 @@ impl TxCompOob {
     /// Borrows the OOB in a CQE's data bytes (no validation).
     #[inline]
     pub fn view(data: &[u8; CQE_DATA_SIZE]) -> &Self {
-        Self::ref_from_bytes(data).unwrap_or_else(|_| unreachable!())
+        zerocopy::transmute_ref!(data)
     }
 }
 

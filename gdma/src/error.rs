@@ -156,10 +156,8 @@ impl fmt::Display for EncodeError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for DecodeError {}
-#[cfg(feature = "std")]
-impl std::error::Error for EncodeError {}
+impl core::error::Error for DecodeError {}
+impl core::error::Error for EncodeError {}
 
 /// Range check helper: `Ok(value)` if it fits in `bits`, else `FieldOverflow`.
 #[inline]

@@ -75,6 +75,19 @@ pub struct TxShortOob {
 assert_size!(TxShortOob, INLINE_OOB_SMALL_SIZE);
 
 impl TxShortOob {
+    /// The raw little-endian value as an integer.
+    #[inline]
+    pub const fn to_raw(self) -> u64 {
+        self.0.get()
+    }
+    /// Reinterprets a raw value (no validation).
+    #[inline]
+    pub const fn from_raw(v: u64) -> Self {
+        Self(U64::new(v))
+    }
+}
+
+impl TxShortOob {
     /// The per-queue part of every TX OOB: short format, `vcq_num = cq_id`,
     /// `vsq_frame = vsq_frame(sq_id)`, `short_vp_offset = vp_offset`.
     /// Fails if `cq_id` exceeds 24 bits or `vp_offset` 8 bits (use the long
@@ -152,6 +165,19 @@ pub struct TxLongOob {
     pub reserved4: u32,
 }
 assert_size!(TxLongOob, 16);
+
+impl TxLongOob {
+    /// The raw little-endian value as an integer.
+    #[inline]
+    pub const fn to_raw(self) -> u128 {
+        self.0.get()
+    }
+    /// Reinterprets a raw value (no validation).
+    #[inline]
+    pub const fn from_raw(v: u128) -> Self {
+        Self(U128::new(v))
+    }
+}
 
 impl TxLongOob {
     /// Requests VLAN insertion of an 802.1Q TCI (`pcp = tci >> 13`,

@@ -49,6 +49,19 @@ pub struct WqeHeader {
 assert_size!(WqeHeader, 8);
 
 impl WqeHeader {
+    /// The raw little-endian value as an integer.
+    #[inline]
+    pub const fn to_raw(self) -> u64 {
+        self.0.get()
+    }
+    /// Reinterprets a raw value (no validation).
+    #[inline]
+    pub const fn from_raw(v: u64) -> Self {
+        Self(U64::new(v))
+    }
+}
+
+impl WqeHeader {
     /// Inline OOB size in bytes (`inline_oob_size_div4 * 4`).
     #[inline]
     pub const fn inline_oob_size(&self) -> usize {
