@@ -589,6 +589,42 @@ impl RxCompOob {
         o.ppi[0] = RxPacketInfo::new(pkt_len, pkt_hash);
         o
     }
+    /// A completion for 1..=4 packets given as `(pkt_len, pkt_hash)`:
+    /// `CQE_RX_OKAY` for one, `CQE_RX_COALESCED_4` for more, unused ppi
+    /// zeroed. Fails on 0 or more than 4 packets, or a zero length (which
+    /// would end the list early).
+    pub fn packets(flags: RxCompFlags, pkts: &[(u16, u32)]) -> Result<Self, EncodeError> {
+        if pkts.is_empty() || pkts.len() > RX_OOB_NUM_PPI {
+            return Err(EncodeError::InvalidValue {
+                what: Self::NAME,
+                field: "ppi",
+                value: pkts.len() as u64,
+                expected: "1 to 4 packets",
+            });
+        }
+        let t = if pkts.len() == 1 {
+            CqeType::RxOkay
+        } else {
+            CqeType::RxCoalesced4
+        };
+        let mut o = Self {
+            cqe_hdr: CqeHeader::with_type(t),
+            flags,
+            ..Self::default()
+        };
+        for (slot, &(len, hash)) in o.ppi.iter_mut().zip(pkts) {
+            if len == 0 {
+                return Err(EncodeError::InvalidValue {
+                    what: Self::NAME,
+                    field: "pkt_len",
+                    value: 0,
+                    expected: "a non-zero packet length",
+                });
+            }
+            *slot = RxPacketInfo::new(len, hash);
+        }
+        Ok(o)
+    }
     /// RX WQE offset.
     #[inline]
     pub const fn rx_wqe_offset(&self) -> u32 {
@@ -871,6 +907,22 @@ mod tests {
         assert_eq!(d, o);
         assert_eq!(d.num_packets(), 2);
         assert!(!d.dpdk_hash_valid() || d.flags.rx_hashtype() == MANA_HASH_L4);
+    }
+
+    #[test]
+    fn rx_packets_builder() {
+        let f = RxCompFlags::new().with_rx_hashtype(MANA_HASH_L3);
+        let one = RxCompOob::packets(f, &[(100, 7)]).unwrap();
+        assert_eq!(one, RxCompOob::single(f, 100, 7));
+        assert!(one.dpdk_hash_valid());
+        let three = RxCompOob::packets(f, &[(1, 1), (2, 2), (3, 3)]).unwrap();
+        assert_eq!(three.cqe_hdr.cqe_type().unwrap(), CqeType::RxCoalesced4);
+        assert_eq!(three.num_packets(), 3);
+        assert_eq!(three.ppi[3], RxPacketInfo::default());
+        assert!(three.validate().is_ok());
+        assert!(RxCompOob::packets(f, &[]).is_err());
+        assert!(RxCompOob::packets(f, &[(1, 0); 5]).is_err());
+        assert!(RxCompOob::packets(f, &[(1, 0), (0, 0)]).is_err());
     }
 
     #[test]

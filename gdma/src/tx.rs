@@ -411,6 +411,33 @@ mod tests {
     }
 
     #[test]
+    fn golden_full_oob() {
+        let o = TxOob {
+            s_oob: all_short(),
+            l_oob: TxLongOob::new()
+                .with_is_encap(true)
+                .with_inject_vlan_pri_tag(true)
+                .with_vlan_tci(0x2001)
+                .with_inner_frame_offset(14)
+                .with_inner_ip_rel_offset(4)
+                .with_long_vp_offset(0x100),
+        };
+        assert_eq!(
+            o.as_bytes(),
+            &[
+                0xfd, 0xef, 0xcd, 0xab, 0xff, 0x17, 0x8d, 0x9a, // short
+                0x09, 0x00, 0x11, 0x00, 0x0e, 0x10, 0x00, 0x01, // long dw0, dw1
+                0, 0, 0, 0, 0, 0, 0, 0, // reserved3, reserved4
+            ]
+        );
+        assert_eq!(TxOob::decode(o.as_bytes()).unwrap(), o);
+        assert_eq!(
+            TxInlineOob::decode(o.as_bytes()).unwrap(),
+            TxInlineOob::Long(o)
+        );
+    }
+
+    #[test]
     fn long_reserved_rejected() {
         let z = TxLongOob::new();
         for (o, f) in [
