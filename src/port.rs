@@ -1,0 +1,248 @@
+//! One ethdev per MANA port: creation at probe, the process-local control
+//! state behind `eth_dev->process_private`, and removal.
+
+use crate::devargs::MacAddr;
+use crate::ethdev;
+use crate::ffi;
+use crate::sysfs::{PciAddr, PortNetdev};
+use crate::verbs::{Context, DeviceInfo, DeviceList, Pd};
+use ::log::{error, info};
+use std::ffi::{c_int, c_void, CString};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What probe found for one port.
+pub struct PortSpec {
+    pub name: String,
+    pub pci: PciAddr,
+    pub ib_index: usize,
+    pub ib: DeviceInfo,
+    pub ib_port: u32,
+    pub netdev: PortNetdev,
+    pub attr: ffi::ibv_device_attr_ex,
+}
+
+/// Device limits from `ibv_query_device_ex`, clamped to what ethdev can carry.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_queues: u16,
+    pub max_desc: u16,
+    pub max_send_sge: u16,
+    pub max_recv_sge: u16,
+    pub max_mr_size: u64,
+}
+
+impl Limits {
+    fn from_attr(attr: &ffi::ibv_device_attr_ex) -> Limits {
+        let a = &attr.orig_attr;
+        let clamp = |v: i32| v.clamp(0, i32::from(u16::MAX)) as u16;
+        Limits {
+            max_queues: clamp(a.max_qp).min(ffi::RTE_MAX_QUEUES_PER_PORT as u16),
+            max_desc: clamp(a.max_qp_wr.min(a.max_cqe)),
+            // The uverbs attribute is min(send, recv); MANA sends up to 30.
+            max_send_sge: clamp(a.max_sge).min(gdma::MAX_TX_WQE_SGES as u16),
+            max_recv_sge: clamp(a.max_sge),
+            max_mr_size: a.max_mr_size,
+        }
+    }
+}
+
+/// The verbs objects a port holds while its device is present. Field order
+/// is drop order: the parent domain, then the PD, then the context.
+pub struct Device {
+    pub parent: Pd,
+    pub pd: Pd,
+    pub ctx: Context,
+}
+
+impl Device {
+    pub fn open(list: &DeviceList, index: usize, ib_port: u32) -> crate::verbs::Result<Device> {
+        let ctx = list.open(index)?;
+        let pd = Pd::alloc(&ctx)?;
+        let parent = Pd::alloc_parent(&ctx, &pd, ib_port)?;
+        Ok(Device { parent, pd, ctx })
+    }
+}
+
+/// Process-local state of a port in the primary process.
+pub struct Port {
+    pub eth_dev: *mut ffi::rte_eth_dev,
+    pub port_id: u16,
+    pub name: String,
+    pub pci: PciAddr,
+    pub ib: DeviceInfo,
+    pub ib_port: u32,
+    pub netdev: PortNetdev,
+    pub limits: Limits,
+    pub numa: c_int,
+    /// Serialises control operations on this port.
+    pub ctrl: Mutex<ethdev::Ctrl>,
+    /// Memory registrations, also reached from the data path on a cache miss.
+    pub mr: Mutex<crate::mr::Registry>,
+    /// The open device context, for the interrupt thread (null while none).
+    pub ctx: AtomicPtr<ffi::ibv_context>,
+    /// The async-event interrupt handle (null while not installed).
+    pub intr: AtomicPtr<ffi::rte_intr_handle>,
+}
+
+// SAFETY: the raw eth_dev pointer refers to DPDK's static device array.
+unsafe impl Send for Port {}
+unsafe impl Sync for Port {}
+
+impl Port {
+    /// The port behind an ethdev created by this driver.
+    ///
+    /// # Safety
+    /// `dev` must be a live ethdev whose `process_private` was set by [`create`].
+    pub unsafe fn of<'a>(dev: *mut ffi::rte_eth_dev) -> &'a Port {
+        // SAFETY: per the contract above (an `Arc<Port>` leaked into the ethdev).
+        unsafe { &*((*dev).process_private as *const Port) }
+    }
+
+    pub fn data(&self) -> &ffi::rte_eth_dev_data {
+        // SAFETY: `data` is set by rte_eth_dev_allocate and lives as long as the port.
+        unsafe { &*(*self.eth_dev).data }
+    }
+
+    pub fn data_mut(&self) -> *mut ffi::rte_eth_dev_data {
+        // SAFETY: as above.
+        unsafe { (*self.eth_dev).data }
+    }
+}
+
+pub(crate) fn create(
+    pci_dev: &mut ffi::rte_pci_device,
+    list: &DeviceList,
+    spec: PortSpec,
+) -> Result<(), c_int> {
+    let PortSpec {
+        name,
+        pci,
+        ib_index,
+        ib,
+        ib_port,
+        netdev,
+        attr,
+    } = spec;
+    let device = Device::open(list, ib_index, ib_port).map_err(|e| {
+        error!("{name}: {e}");
+        e.neg()
+    })?;
+    let cname = CString::new(name.clone()).map_err(|_| -libc::EINVAL)?;
+    // SAFETY: `cname` is a valid string; returns NULL if the name is taken.
+    let eth_dev = unsafe { ffi::rte_eth_dev_allocate(cname.as_ptr()) };
+    if eth_dev.is_null() {
+        error!("{name}: rte_eth_dev_allocate failed (name in use, or RTE_MAX_ETHPORTS reached)");
+        return Err(-libc::ENOMEM);
+    }
+    // SAFETY: a freshly allocated ethdev and the probing PCI device.
+    let numa = unsafe {
+        ffi::mana_shim_copy_pci_info(eth_dev, pci_dev);
+        (*eth_dev).device = &mut pci_dev.device;
+        (*(*eth_dev).data).numa_node
+    };
+    // SAFETY: ethdev frees mac_addrs with rte_free at release.
+    let mac = unsafe { ffi::rte_zmalloc(c"mana_mac".as_ptr(), 6, 0) } as *mut ffi::rte_ether_addr;
+    if mac.is_null() {
+        // SAFETY: releasing the port we just allocated.
+        unsafe { ffi::rte_eth_dev_release_port(eth_dev) };
+        return Err(-libc::ENOMEM);
+    }
+    // SAFETY: `mac` points to 6 zeroed bytes; `data` is the port's data.
+    let port_id = unsafe {
+        (*mac).addr_bytes = netdev.mac.0;
+        (*(*eth_dev).data).mac_addrs = mac;
+        (*(*eth_dev).data).port_id
+    };
+    let ctx = device.ctx.as_ptr();
+    let port = Arc::new(Port {
+        eth_dev,
+        port_id,
+        name: name.clone(),
+        pci,
+        ib,
+        ib_port,
+        netdev,
+        limits: Limits::from_attr(&attr),
+        numa,
+        ctrl: Mutex::new(ethdev::Ctrl::new(device)),
+        mr: Mutex::new(crate::mr::Registry::new()),
+        ctx: AtomicPtr::new(ctx),
+        intr: AtomicPtr::new(std::ptr::null_mut()),
+    });
+    // SAFETY: the ethdev is ours until probing_finish publishes it.
+    unsafe {
+        (*eth_dev).process_private = Arc::into_raw(port.clone()) as *mut c_void;
+        (*eth_dev).dev_ops = &ethdev::OPS;
+        ethdev::set_burst_stopped(eth_dev);
+    }
+    if let Err(e) = crate::intr::install(&port) {
+        error!("{name}: cannot install the device event handler: {e}");
+        // SAFETY: undoing the allocation above.
+        unsafe {
+            free_private(eth_dev);
+            ffi::rte_eth_dev_release_port(eth_dev);
+        }
+        return Err(e);
+    }
+    {
+        let mut ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        ctrl.max_desc = Some(ethdev::probe_max_desc(&port, &ctrl));
+    }
+    // SAFETY: publishes the port to applications.
+    unsafe { ffi::rte_eth_dev_probing_finish(eth_dev) };
+    let p = &port;
+    info!(
+        "{}: port {} is {} ({}, IB {} port {}), socket {}",
+        p.name, p.port_id, p.netdev.mac, p.netdev.ifname, p.ib.name, p.ib_port, p.numa
+    );
+    Ok(())
+}
+
+/// Drops the process-local state of a port: the event handler first (it
+/// holds its own reference), then the ethdev's reference.
+///
+/// # Safety
+/// `eth_dev` was created by [`create`]; ethdev releases it afterwards.
+pub(crate) unsafe fn free_private(eth_dev: *mut ffi::rte_eth_dev) {
+    // SAFETY: per the contract.
+    unsafe {
+        let port = (*eth_dev).process_private as *const Port;
+        if port.is_null() {
+            return;
+        }
+        crate::intr::uninstall(&*port);
+        (*port).ctx.store(std::ptr::null_mut(), Ordering::Release);
+        (*eth_dev).process_private = std::ptr::null_mut();
+        drop(Arc::from_raw(port));
+    }
+}
+
+/// Closes every port of a PCI device that the application has not closed.
+pub(crate) fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
+    let parent = &pci_dev.device as *const ffi::rte_device;
+    loop {
+        // SAFETY: looks up ports by their parent device.
+        let id = unsafe { ffi::rte_eth_find_next_of(0, parent) };
+        if u32::from(id) >= ffi::RTE_MAX_ETHPORTS {
+            return 0;
+        }
+        // SAFETY: closing a port of ours; release follows inside.
+        let ret = unsafe { ffi::rte_eth_dev_close(id) };
+        if ret != 0 {
+            error!("port {id}: close on PCI remove failed: {ret}");
+            return ret;
+        }
+    }
+}
+
+pub(crate) fn probe_secondary(_pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int {
+    error!("{name}: secondary processes are not supported yet; attach from the primary");
+    -libc::ENOTSUP
+}
+
+/// A port's MAC from its ethdev data.
+pub fn mac_of(data: &ffi::rte_eth_dev_data) -> MacAddr {
+    // SAFETY: mac_addrs is set at creation and never freed before release.
+    MacAddr(unsafe { (*data.mac_addrs).addr_bytes })
+}

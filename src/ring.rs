@@ -1,0 +1,262 @@
+//! The driver's view of GDMA rings in memory: work queues (SQ/RQ) that it
+//! produces into, and completion queues it consumes with owner bits. The
+//! rings are allocated by libmana through our allocator and live until the
+//! verbs objects are destroyed; queues hold them only while started.
+
+use gdma::{Cqe, CqeState, WQE_BU_SIZE};
+use std::ptr;
+use std::sync::atomic::{fence, Ordering};
+
+/// A send or receive work queue. Positions count 32-byte basic units (BUs)
+/// and run freely modulo 2^32, as the hardware's byte tail does.
+#[repr(C)]
+pub struct WorkQueue {
+    buf: *mut u8,
+    /// Buffer size in bytes, a power of two.
+    size: u32,
+    pub id: u32,
+    /// Producer position (BUs).
+    pub head: u32,
+    /// Consumer position (BUs), advanced as completions arrive.
+    pub tail: u32,
+}
+
+impl WorkQueue {
+    pub const fn empty() -> WorkQueue {
+        WorkQueue {
+            buf: ptr::null_mut(),
+            size: 0,
+            id: 0,
+            head: 0,
+            tail: 0,
+        }
+    }
+
+    /// # Safety
+    /// `buf` must point to `size` writable bytes (a power of two, at least
+    /// 32) that stay valid until the queue is reset to [`WorkQueue::empty`].
+    pub unsafe fn new(buf: *mut u8, size: u32, id: u32) -> WorkQueue {
+        debug_assert!(size.is_power_of_two() && size as usize >= WQE_BU_SIZE);
+        WorkQueue {
+            buf,
+            size,
+            id,
+            head: 0,
+            tail: 0,
+        }
+    }
+
+    #[inline(always)]
+    pub fn free_bu(&self) -> u32 {
+        (self.size / WQE_BU_SIZE as u32) - self.head.wrapping_sub(self.tail)
+    }
+
+    /// The byte offset of the next WQE in the ring.
+    #[inline(always)]
+    fn head_offset(&self) -> usize {
+        (self.head.wrapping_mul(WQE_BU_SIZE as u32) & (self.size - 1)) as usize
+    }
+
+    /// Writes one WQE at the head: the 8-byte header, the inline OOB
+    /// (`oob.len()` is 8 or 24, so header + OOB fit in the first BU and never
+    /// wrap) and the SGL, which may wrap to the start of the ring. Advances
+    /// the head by `bu` and returns a pointer to the OOB for late patching.
+    /// The caller checked `free_bu() >= bu` and that `bu` covers the WQE.
+    #[inline(always)]
+    pub fn post(&mut self, header: u64, oob: &[u8], sgl: &[gdma::Sge], bu: u32) -> *mut u8 {
+        debug_assert!(bu <= self.free_bu());
+        let off = self.head_offset();
+        let size = self.size as usize;
+        // SAFETY: `off` is 32-byte aligned inside the ring, and header + OOB
+        // take at most 32 bytes, so both writes stay within the ring.
+        let oob_ptr = unsafe {
+            let p = self.buf.add(off);
+            ptr::write_unaligned(p as *mut u64, header.to_le());
+            ptr::copy_nonoverlapping(oob.as_ptr(), p.add(8), oob.len());
+            p.add(8)
+        };
+        let sgl_bytes = std::mem::size_of_val(sgl);
+        let sgl_off = off + 8 + oob.len();
+        let first = sgl_bytes.min(size - sgl_off);
+        // SAFETY: the SGL is split at the ring end: `first` bytes fit before
+        // it, the rest (at most the WQE size, below the ring size) from the start.
+        unsafe {
+            let src = sgl.as_ptr() as *const u8;
+            ptr::copy_nonoverlapping(src, self.buf.add(sgl_off), first);
+            if first < sgl_bytes {
+                ptr::copy_nonoverlapping(src.add(first), self.buf, sgl_bytes - first);
+            }
+        }
+        self.head = self.head.wrapping_add(bu);
+        oob_ptr
+    }
+
+    /// The doorbell tail: the producer position in bytes.
+    #[inline(always)]
+    pub fn doorbell_tail(&self) -> u32 {
+        self.head.wrapping_mul(WQE_BU_SIZE as u32)
+    }
+}
+
+/// A completion queue. `head` is the consumer index; it starts at `count`
+/// so that the first lap expects owner bits 1 over the zeroed ring.
+#[repr(C)]
+pub struct CompQueue {
+    buf: *const Cqe,
+    /// Entries, a power of two (the driver only creates such queues).
+    count: u32,
+    shift: u32,
+    pub id: u32,
+    pub head: u32,
+}
+
+/// A CQE whose owner bits are neither the previous nor the current lap:
+/// the device lapped the driver, or wrote garbage.
+#[derive(Debug)]
+pub struct Overflow;
+
+impl CompQueue {
+    pub const fn empty() -> CompQueue {
+        CompQueue {
+            buf: ptr::null(),
+            count: 1,
+            shift: 0,
+            id: 0,
+            head: 0,
+        }
+    }
+
+    /// # Safety
+    /// `buf` must point to `count` CQEs that stay valid until the queue is
+    /// reset to [`CompQueue::empty`].
+    pub unsafe fn new(buf: *const u8, count: u32, id: u32) -> CompQueue {
+        debug_assert!(count.is_power_of_two());
+        CompQueue {
+            buf: buf as *const Cqe,
+            count,
+            shift: count.trailing_zeros(),
+            id,
+            head: gdma::cq_initial_index(count),
+        }
+    }
+
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The next completion, if the device has written one.
+    #[inline(always)]
+    pub fn poll(&mut self) -> Result<Option<&Cqe>, Overflow> {
+        let slot = (self.head & (self.count - 1)) as usize;
+        // SAFETY: `slot < count`; the device writes the info dword last, and
+        // a volatile read keeps the compiler from caching it across polls.
+        let cqe = unsafe { &*self.buf.add(slot) };
+        let info = unsafe { ptr::read_volatile(ptr::addr_of!(cqe.info) as *const u32) };
+        let owner = (u32::from_le(info) >> 29) as u8;
+        let lap = self.head >> self.shift;
+        match classify(owner, lap) {
+            CqeState::Empty => Ok(None),
+            CqeState::Overflow => Err(Overflow),
+            CqeState::Ready => {
+                // The owner bits were read before the CQE's data (GDMA rule).
+                fence(Ordering::Acquire);
+                self.head = self.head.wrapping_add(1);
+                Ok(Some(cqe))
+            }
+        }
+    }
+}
+
+impl CompQueue {
+    /// Packets in completions the driver has not consumed yet (at most
+    /// `limit` CQEs are examined), without consuming them.
+    pub fn ready_count(&self, limit: u32) -> u32 {
+        let mut n = 0;
+        for i in 0..limit.min(self.count) {
+            let head = self.head.wrapping_add(i);
+            // SAFETY: the slot index is masked into the ring.
+            let cqe = unsafe { &*self.buf.add((head & (self.count - 1)) as usize) };
+            let info = unsafe { ptr::read_volatile(ptr::addr_of!(cqe.info) as *const u32) };
+            if classify((u32::from_le(info) >> 29) as u8, head >> self.shift) != CqeState::Ready {
+                break;
+            }
+            fence(Ordering::Acquire);
+            n += cqe.rx_oob().num_packets().max(1) as u32;
+        }
+        n
+    }
+}
+
+#[inline(always)]
+fn classify(owner: u8, lap: u32) -> CqeState {
+    let owner = u32::from(owner) & 7;
+    if owner == (lap & 7) {
+        CqeState::Ready
+    } else if owner == (lap.wrapping_sub(1) & 7) {
+        CqeState::Empty
+    } else {
+        CqeState::Overflow
+    }
+}
+
+/// Writes a 64-bit doorbell after making the WQEs visible to the device.
+#[inline(always)]
+pub fn doorbell(slot: *mut u64, value: u64) {
+    // The doorbell page is write-combining: order the ring stores first.
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence has no preconditions.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(Ordering::Release);
+    // SAFETY: `slot` is inside this process's doorbell page of the context
+    // that owns the queue (set at attach); one aligned 64-bit store.
+    unsafe { ptr::write_volatile(slot, value.to_le()) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gdma::{CqeInfo, Sge};
+
+    #[test]
+    fn a_wqe_whose_sgl_crosses_the_ring_end_wraps_only_the_sgl() {
+        let mut ring = vec![0u8; 128];
+        // SAFETY: the vector outlives the queue.
+        let mut wq = unsafe { WorkQueue::new(ring.as_mut_ptr(), 128, 7) };
+        wq.head = 3; // offset 96: header + OOB fit, the 2 SGEs wrap
+        wq.tail = 3;
+        let sgl = [Sge::new(0x1000, 5, 60), Sge::new(0x2000, 5, 4)];
+        wq.post(0x1122_3344_5566_7788, &[0xAA; 8], &sgl, 2);
+        assert_eq!(&ring[96..104], &0x1122_3344_5566_7788u64.to_le_bytes());
+        assert_eq!(&ring[104..112], &[0xAA; 8]);
+        assert_eq!(&ring[112..120], &0x1000u64.to_le_bytes());
+        assert_eq!(&ring[120..124], &5u32.to_le_bytes());
+        assert_eq!(&ring[124..128], &60u32.to_le_bytes());
+        assert_eq!(&ring[0..8], &0x2000u64.to_le_bytes());
+        assert_eq!(wq.head, 5);
+        assert_eq!(wq.doorbell_tail(), 160);
+        assert_eq!(wq.free_bu(), 2);
+    }
+
+    #[test]
+    fn completions_follow_the_owner_bit_phase() {
+        let mut ring = vec![Cqe::default(); 4];
+        // SAFETY: the vector outlives the queue.
+        let mut cq = unsafe { CompQueue::new(ring.as_ptr() as *const u8, 4, 9) };
+        assert!(cq.poll().unwrap().is_none());
+        for lap in 1..=9u32 {
+            for slot in 0..4 {
+                ring[slot].info = CqeInfo::try_new(3, false, (lap & 7) as u8).unwrap();
+                let c = cq.poll().unwrap().expect("ready");
+                assert_eq!(c.info.owner_bits(), (lap & 7) as u8);
+            }
+            assert!(cq.poll().unwrap().is_none(), "lap {lap} must look empty");
+        }
+        // A slot two laps ahead is an overflow, not a completion.
+        let slot = (cq.head % 4) as usize;
+        ring[slot].info = CqeInfo::try_new(3, false, ((cq.head / 4 + 1) & 7) as u8).unwrap();
+        assert!(cq.poll().is_err());
+    }
+}

@@ -1,0 +1,708 @@
+//! Transmit queues: the burst function that writes send WQEs and rings the
+//! SQ doorbell once per burst, completion reaping with CQE suppression, and
+//! `tx_prepare` for the checksum offloads.
+//!
+//! A `TxQueue` lives in DPDK shared memory (`rte_zmalloc_socket`) so that
+//! secondary processes can use it; it holds plain data only.
+
+use crate::consts;
+use crate::ffi::{self, rte_mbuf};
+use crate::gate::Gate;
+use crate::mr;
+use crate::ring::{CompQueue, WorkQueue};
+use crate::stats::Counter;
+use gdma::{CqeType, Sge, TxLongOob, TxShortOob, WqeHeader};
+use std::ffi::{c_int, c_void};
+use std::ptr;
+
+/// One in-flight send: the mbuf chain and the ring space of its WQE.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Desc {
+    mbuf: *mut rte_mbuf,
+    pkt_len: u32,
+    bu: u16,
+    /// No CQE will name this WQE; the next unsuppressed one completes it.
+    suppressed: bool,
+}
+
+/// Why a packet handed to `tx_burst` was dropped (and freed) by the driver.
+#[derive(Clone, Copy, Debug)]
+#[repr(usize)]
+pub enum DropReason {
+    /// A segment outside every registered memory region.
+    NoMemoryRegion,
+    /// More segments than a WQE takes, and no mbuf to linearise into.
+    TooManySegments,
+}
+
+/// Completion error counters by `CqeType` (index = type - 32, clamped).
+pub const TX_ERR_KINDS: usize = 10;
+
+#[derive(Default)]
+#[repr(C)]
+pub struct TxStats {
+    pub packets: Counter,
+    pub bytes: Counter,
+    pub errors: Counter,
+    pub drops: [Counter; 2],
+    pub linearized: Counter,
+    pub cqe_errors: [Counter; TX_ERR_KINDS],
+    pub cqe_unexpected: Counter,
+    pub cq_overflow: Counter,
+}
+
+/// A queue: its burst gate and the state the burst owns while inside it.
+#[repr(C, align(64))]
+pub struct TxQueue {
+    pub gate: Gate,
+    pub st: TxState,
+}
+
+impl std::ops::Deref for TxQueue {
+    type Target = TxState;
+    fn deref(&self) -> &TxState {
+        &self.st
+    }
+}
+
+impl std::ops::DerefMut for TxQueue {
+    fn deref_mut(&mut self) -> &mut TxState {
+        &mut self.st
+    }
+}
+
+#[repr(C)]
+pub struct TxState {
+    sq: WorkQueue,
+    cq: CompQueue,
+    desc: *mut Desc,
+    desc_mask: u32,
+    desc_head: u32,
+    desc_tail: u32,
+    desc_len: u32,
+    nb_desc: u32,
+    /// The SQ slot of this process's doorbell page.
+    db: *mut u64,
+    /// Per-queue OOB fields (vcq_num, vsq_frame, vport offset).
+    oob_template: TxShortOob,
+    /// The vPort offset does not fit the short OOB: always use the long one.
+    long_vp: Option<u16>,
+    max_sge: u32,
+    pub mr: mr::Cache,
+    pub stats: TxStats,
+    pub port_id: u16,
+    pub queue_id: u16,
+    pub socket: c_int,
+    pub offloads: u64,
+    pub conf: ffi::rte_eth_txconf,
+}
+
+/// What `start` needs from the verbs objects (`manadv_init_obj`).
+pub struct TxHw {
+    pub sq_buf: *mut u8,
+    pub sq_size: u32,
+    pub sq_id: u32,
+    pub cq_buf: *mut u8,
+    pub cq_count: u32,
+    pub cq_id: u32,
+    pub vp_offset: u32,
+    pub db_page: *mut u8,
+    pub max_sge: u32,
+}
+
+impl TxQueue {
+    /// Allocates a queue and its descriptor ring on `socket`.
+    pub fn alloc(
+        port_id: u16,
+        queue_id: u16,
+        nb_desc: u16,
+        socket: c_int,
+        conf: &ffi::rte_eth_txconf,
+        offloads: u64,
+    ) -> Option<*mut TxQueue> {
+        debug_assert!(nb_desc.is_power_of_two());
+        // SAFETY: allocation calls; the results are checked before use.
+        unsafe {
+            let q = ffi::rte_zmalloc_socket(
+                c"mana_txq".as_ptr(),
+                std::mem::size_of::<TxQueue>(),
+                64,
+                socket,
+            ) as *mut TxQueue;
+            let desc = ffi::rte_zmalloc_socket(
+                c"mana_txq_desc".as_ptr(),
+                std::mem::size_of::<Desc>() * usize::from(nb_desc),
+                64,
+                socket,
+            ) as *mut Desc;
+            if q.is_null() || desc.is_null() {
+                ffi::rte_free(q as *mut c_void);
+                ffi::rte_free(desc as *mut c_void);
+                return None;
+            }
+            ptr::write(
+                q,
+                TxQueue {
+                    gate: Gate::new(),
+                    st: TxState {
+                        sq: WorkQueue::empty(),
+                        cq: CompQueue::empty(),
+                        desc,
+                        desc_mask: u32::from(nb_desc) - 1,
+                        desc_head: 0,
+                        desc_tail: 0,
+                        desc_len: 0,
+                        nb_desc: u32::from(nb_desc),
+                        db: ptr::null_mut(),
+                        oob_template: TxShortOob::new(),
+                        long_vp: None,
+                        max_sge: 1,
+                        mr: mr::Cache::new(),
+                        stats: TxStats::default(),
+                        port_id,
+                        queue_id,
+                        socket,
+                        offloads,
+                        conf: *conf,
+                    },
+                },
+            );
+            Some(q)
+        }
+    }
+
+    /// Frees a stopped queue.
+    ///
+    /// # Safety
+    /// `q` came from [`TxQueue::alloc`], is stopped, and no burst uses it.
+    pub unsafe fn free(q: *mut TxQueue) {
+        // SAFETY: per the contract.
+        unsafe {
+            debug_assert!((*q).st.desc_len == 0);
+            ffi::rte_free((*q).st.desc as *mut c_void);
+            ptr::drop_in_place(q);
+            ffi::rte_free(q as *mut c_void);
+        }
+    }
+}
+
+impl TxState {
+    pub fn nb_desc(&self) -> u16 {
+        self.nb_desc as u16
+    }
+
+    /// Attaches the rings of freshly created verbs objects.
+    ///
+    /// # Safety
+    /// The buffers stay valid until [`TxQueue::detach`]; the gate is closed.
+    pub unsafe fn attach(&mut self, hw: &TxHw) {
+        // SAFETY: per the contract.
+        unsafe {
+            self.sq = WorkQueue::new(hw.sq_buf, hw.sq_size, hw.sq_id);
+            self.cq = CompQueue::new(hw.cq_buf, hw.cq_count, hw.cq_id);
+            self.db = hw.db_page.add(gdma::DOORBELL_OFFSET_SQ) as *mut u64;
+        }
+        let (vp_short, long_vp) = match u8::try_from(hw.vp_offset) {
+            Ok(v) => (v, None),
+            Err(_) => (0, Some(hw.vp_offset as u16)),
+        };
+        self.oob_template = TxShortOob::new()
+            .with_vcq_num(hw.cq_id & 0xff_ffff)
+            .with_vsq_frame(gdma::vsq_frame(hw.sq_id))
+            .with_short_vp_offset(vp_short);
+        self.long_vp = long_vp;
+        self.max_sge = hw.max_sge.clamp(1, gdma::MAX_TX_WQE_SGES as u32);
+        self.desc_head = 0;
+        self.desc_tail = 0;
+        self.desc_len = 0;
+    }
+
+    /// After the hardware queue is gone: frees every mbuf still in flight
+    /// (they will never complete) and forgets the rings. Returns how many.
+    pub fn detach(&mut self) -> u32 {
+        let n = self.desc_len;
+        while self.desc_len > 0 {
+            let d = self.take_desc();
+            // SAFETY: the mbuf was handed to us by tx_burst and not freed.
+            unsafe { ffi::rte_pktmbuf_free_bulk(&mut { d.mbuf }, 1) };
+        }
+        self.sq = WorkQueue::empty();
+        self.cq = CompQueue::empty();
+        self.db = ptr::null_mut();
+        n
+    }
+
+    pub fn in_flight(&self) -> u32 {
+        self.desc_len
+    }
+
+    #[inline(always)]
+    fn take_desc(&mut self) -> Desc {
+        // SAFETY: the caller checked desc_len > 0; the index is masked.
+        let d = unsafe { *self.desc.add((self.desc_tail & self.desc_mask) as usize) };
+        self.desc_tail = self.desc_tail.wrapping_add(1);
+        self.desc_len -= 1;
+        self.sq.tail = self.sq.tail.wrapping_add(u32::from(d.bu));
+        d
+    }
+
+    /// Processes every available completion, freeing the sent mbufs in
+    /// bulk. Returns the number of packets completed.
+    pub fn reap(&mut self) -> u32 {
+        const BULK: usize = 64;
+        let mut done: [*mut rte_mbuf; BULK] = [ptr::null_mut(); BULK];
+        let mut n_done = 0usize;
+        let mut completed = 0u32;
+        let (mut packets, mut bytes) = (0u64, 0u64);
+        loop {
+            let ty = match self.cq.poll() {
+                Ok(Some(cqe)) => cqe.header().cqe_type_raw(),
+                Ok(None) => break,
+                Err(_) => {
+                    self.stats.cq_overflow.add(1);
+                    break;
+                }
+            };
+            let ok = ty == CqeType::TxOkay as u8;
+            if !ok {
+                match CqeType::from_raw(ty) {
+                    Some(t) if t.is_tx() => {
+                        let i = usize::from(ty - CqeType::TxOkay as u8).min(TX_ERR_KINDS - 1);
+                        self.stats.cqe_errors[i].add(1);
+                    }
+                    _ => self.stats.cqe_unexpected.add(1),
+                }
+            }
+            // An OK CQE completes the run of suppressed WQEs up to and
+            // including the next unsuppressed one; an error CQE is per WQE.
+            loop {
+                if self.desc_len == 0 {
+                    self.stats.cqe_unexpected.add(1);
+                    break;
+                }
+                let d = self.take_desc();
+                completed += 1;
+                if ok {
+                    packets += 1;
+                    bytes += u64::from(d.pkt_len);
+                } else {
+                    self.stats.errors.add(1);
+                }
+                done[n_done] = d.mbuf;
+                n_done += 1;
+                if n_done == BULK {
+                    // SAFETY: the mbufs completed and are ours to free.
+                    unsafe { ffi::rte_pktmbuf_free_bulk(done.as_mut_ptr(), BULK as u32) };
+                    n_done = 0;
+                }
+                if !(ok && d.suppressed) {
+                    break;
+                }
+            }
+        }
+        if n_done > 0 {
+            // SAFETY: as above.
+            unsafe { ffi::rte_pktmbuf_free_bulk(done.as_mut_ptr(), n_done as u32) };
+        }
+        self.stats.packets.add(packets);
+        self.stats.bytes.add(bytes);
+        completed
+    }
+
+    #[inline(always)]
+    fn lkey(&mut self, addr: usize, len: usize) -> Option<u32> {
+        match self.mr.lookup(addr, len) {
+            Some(k) => Some(k),
+            None => {
+                let r = crate::ethdev::register_memory(self.port_id, addr, len)?;
+                self.mr.insert(r);
+                Some(r.lkey)
+            }
+        }
+    }
+
+    fn drop_packet(&mut self, m: *mut rte_mbuf, why: DropReason) {
+        self.stats.drops[why as usize].add(1);
+        self.stats.errors.add(1);
+        // SAFETY: the packet was handed to us and is freed exactly once.
+        unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
+    }
+
+    /// Posts packets until the ring or the burst ends; rings the doorbell
+    /// once. Returns how many packets were consumed (sent or dropped).
+    fn post(&mut self, pkts: &mut [*mut rte_mbuf]) -> usize {
+        let mut last_oob: *mut u8 = ptr::null_mut();
+        let mut last_suppressed = false;
+        let mut sgl = [Sge::default(); gdma::MAX_TX_WQE_SGES];
+        let n = pkts.len();
+        let mut i = 0;
+        while i < n && self.desc_len < self.nb_desc {
+            let mut m = pkts[i];
+            // SAFETY: tx_burst's caller hands us valid mbuf chains.
+            let mut nb_segs = u32::from(unsafe { (*m).nb_segs });
+            if nb_segs > self.max_sge {
+                match linearize(m) {
+                    Some(l) => {
+                        self.stats.linearized.add(1);
+                        m = l;
+                        pkts[i] = l;
+                        nb_segs = 1;
+                    }
+                    None => {
+                        self.drop_packet(m, DropReason::TooManySegments);
+                        i += 1;
+                        continue;
+                    }
+                }
+            }
+            // SAFETY: as above.
+            let (ol, vlan_tci, pkt_len, tx_offload) = unsafe {
+                (
+                    (*m).ol_flags,
+                    (*m).vlan_tci,
+                    (*m).pkt_len,
+                    (*m).__bindgen_anon_3.tx_offload,
+                )
+            };
+            let long = self.long_vp.is_some() || ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
+            let oob_len = if long {
+                gdma::INLINE_OOB_LARGE_SIZE
+            } else {
+                gdma::INLINE_OOB_SMALL_SIZE
+            };
+            let bu = gdma::wqe_size_bu(oob_len, nb_segs as usize);
+            if self.sq.free_bu() < bu {
+                break;
+            }
+            let mut seg = m;
+            let mut ok = true;
+            for s in sgl.iter_mut().take(nb_segs as usize) {
+                // SAFETY: walking a valid chain of nb_segs segments.
+                let (addr, len, next) = unsafe {
+                    (
+                        ((*seg).buf_addr as usize) + usize::from((*seg).data_off),
+                        (*seg).data_len,
+                        (*seg).next,
+                    )
+                };
+                match self.lkey(addr, usize::from(len)) {
+                    Some(lkey) => *s = Sge::new(addr as u64, lkey, u32::from(len)),
+                    None => {
+                        ok = false;
+                        break;
+                    }
+                }
+                seg = next;
+            }
+            if !ok {
+                self.drop_packet(m, DropReason::NoMemoryRegion);
+                i += 1;
+                continue;
+            }
+            let suppressed = i + 1 < n;
+            let oob = tx_oob(self.oob_template, ol, tx_offload, suppressed, long);
+            let header = WqeHeader::new()
+                .with_num_sge(nb_segs as u8)
+                .with_inline_oob_size_div4((oob_len / 4) as u8);
+            let mut oob_bytes = [0u8; gdma::INLINE_OOB_LARGE_SIZE];
+            oob_bytes[..8].copy_from_slice(&oob.into_bits().get().to_le_bytes());
+            if long {
+                let mut l = TxLongOob::new();
+                if ol & ffi::RTE_MBUF_F_TX_VLAN != 0 {
+                    l = l.with_vlan_tci(vlan_tci);
+                }
+                if let Some(vp) = self.long_vp {
+                    l = l.with_long_vp_offset(vp);
+                }
+                oob_bytes[8..24].copy_from_slice(&l.into_bits().get().to_le_bytes());
+            }
+            last_oob = self.sq.post(
+                header.into_bits().get(),
+                &oob_bytes[..oob_len],
+                &sgl[..nb_segs as usize],
+                bu,
+            );
+            last_suppressed = suppressed;
+            // SAFETY: the index is masked into the ring.
+            unsafe {
+                *self.desc.add((self.desc_head & self.desc_mask) as usize) = Desc {
+                    mbuf: m,
+                    pkt_len,
+                    bu: bu as u16,
+                    suppressed,
+                };
+            }
+            self.desc_head = self.desc_head.wrapping_add(1);
+            self.desc_len += 1;
+            i += 1;
+        }
+        if !last_oob.is_null() {
+            if last_suppressed {
+                // The burst ended early: the last WQE must produce a CQE, or
+                // its run would wait for a later burst to complete.
+                // SAFETY: the OOB of the WQE just written; the device has not
+                // been told about it yet.
+                unsafe {
+                    *last_oob &= !0x80;
+                    let d = self
+                        .desc
+                        .add((self.desc_head.wrapping_sub(1) & self.desc_mask) as usize);
+                    (*d).suppressed = false;
+                }
+            }
+            self.ring_doorbell();
+        }
+        i
+    }
+
+    #[inline(always)]
+    fn ring_doorbell(&mut self) {
+        let value = (u64::from(self.sq.doorbell_tail()) << 32) | u64::from(self.sq.id & 0xff_ffff);
+        crate::ring::doorbell(self.db, value);
+    }
+}
+
+/// The short OOB for one packet.
+#[inline(always)]
+fn tx_oob(
+    template: TxShortOob,
+    ol: u64,
+    tx_offload: u64,
+    suppressed: bool,
+    long: bool,
+) -> TxShortOob {
+    let l4 = ol & ffi::RTE_MBUF_F_TX_L4_MASK;
+    let tcp = l4 == ffi::RTE_MBUF_F_TX_TCP_CKSUM;
+    let mut o = template
+        .with_pkt_fmt(long as u8)
+        .with_is_outer_ipv4(ol & ffi::RTE_MBUF_F_TX_IPV4 != 0)
+        .with_is_outer_ipv6(ol & ffi::RTE_MBUF_F_TX_IPV6 != 0)
+        .with_comp_iphdr_csum(ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0)
+        .with_comp_tcp_csum(tcp)
+        .with_comp_udp_csum(l4 == ffi::RTE_MBUF_F_TX_UDP_CKSUM)
+        .with_suppress_txcqe_gen(suppressed);
+    if tcp {
+        // l2_len is bits 0-6 of tx_offload, l3_len bits 7-15.
+        let off = (tx_offload & 0x7f) + ((tx_offload >> 7) & 0x1ff);
+        o = o.with_trans_off(off.min(0x3ff) as u16);
+    }
+    o
+}
+
+/// Copies a chain into one new mbuf of the same pool, keeping the offload
+/// metadata; frees the chain. `None` if the packet does not fit or the pool
+/// is empty (the chain is then left untouched).
+fn linearize(m: *mut rte_mbuf) -> Option<*mut rte_mbuf> {
+    // SAFETY: `m` is a valid chain owned by the caller; the new mbuf is
+    // checked for size before the copy.
+    unsafe {
+        let pool = (*m).pool;
+        let room = u32::from(ffi::mana_shim_pktmbuf_data_room_size(pool))
+            .saturating_sub(ffi::RTE_PKTMBUF_HEADROOM);
+        if (*m).pkt_len > room {
+            return None;
+        }
+        let mut l: *mut rte_mbuf = ptr::null_mut();
+        if ffi::mana_shim_pktmbuf_alloc_bulk(pool, &mut l, 1) != 0 {
+            return None;
+        }
+        let dst = ((*l).buf_addr as *mut u8).add(usize::from((*l).data_off));
+        let mut off = 0usize;
+        let mut seg = m;
+        while !seg.is_null() {
+            let len = usize::from((*seg).data_len);
+            let src = ((*seg).buf_addr as *const u8).add(usize::from((*seg).data_off));
+            ptr::copy_nonoverlapping(src, dst.add(off), len);
+            off += len;
+            seg = (*seg).next;
+        }
+        (*l).data_len = off as u16;
+        (*l).pkt_len = off as u32;
+        (*l).ol_flags = (*m).ol_flags;
+        (*l).vlan_tci = (*m).vlan_tci;
+        (*l).__bindgen_anon_3.tx_offload = (*m).__bindgen_anon_3.tx_offload;
+        (*l).__bindgen_anon_1.packet_type = (*m).__bindgen_anon_1.packet_type;
+        ffi::rte_pktmbuf_free_bulk(&mut { m }, 1);
+        Some(l)
+    }
+}
+
+/// `eth_tx_burst_t`.
+///
+/// # Safety
+/// Called by DPDK with a queue of this driver and `n` valid mbuf pointers.
+pub unsafe extern "C" fn tx_burst(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u16) -> u16 {
+    // SAFETY: DPDK passes our queue; one thread per queue at a time.
+    let TxQueue { gate, st: q } = unsafe { &mut *(q as *mut TxQueue) };
+    let Some(_pass) = gate.enter() else {
+        return 0;
+    };
+    q.reap();
+    if n == 0 {
+        return 0;
+    }
+    // SAFETY: `pkts` holds `n` mbufs owned by the caller until we return.
+    let pkts = unsafe { std::slice::from_raw_parts_mut(pkts, usize::from(n)) };
+    q.post(pkts) as u16
+}
+
+/// `eth_tx_prep_t`: checks each packet's offload requests and writes the
+/// pseudo-header checksum the device expects for L4 checksum offload.
+///
+/// # Safety
+/// As [`tx_burst`].
+pub unsafe extern "C" fn tx_prepare(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u16) -> u16 {
+    // SAFETY: DPDK passes our queue and `n` valid mbufs.
+    let (q, pkts) = unsafe {
+        (
+            &*(q as *const TxQueue),
+            std::slice::from_raw_parts(pkts, usize::from(n)),
+        )
+    };
+    for (i, &m) in pkts.iter().enumerate() {
+        // SAFETY: a valid mbuf.
+        if let Err(e) = unsafe { prepare_one(q, m) } {
+            // SAFETY: sets this lcore's rte_errno.
+            unsafe { ffi::mana_shim_set_errno(e) };
+            return i as u16;
+        }
+    }
+    n
+}
+
+const UNSUPPORTED_TX_FLAGS: u64 = ffi::RTE_MBUF_F_TX_TCP_SEG
+    | ffi::RTE_MBUF_F_TX_UDP_SEG
+    | ffi::RTE_MBUF_F_TX_TUNNEL_MASK
+    | ffi::RTE_MBUF_F_TX_OUTER_IP_CKSUM
+    | ffi::RTE_MBUF_F_TX_OUTER_IPV4
+    | ffi::RTE_MBUF_F_TX_OUTER_IPV6;
+
+/// # Safety
+/// `m` is a valid, writable mbuf.
+unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
+    // SAFETY: per the contract.
+    let (ol, tx_offload, nb_segs, data_len, data) = unsafe {
+        (
+            (*m).ol_flags,
+            (*m).__bindgen_anon_3.tx_offload,
+            (*m).nb_segs,
+            usize::from((*m).data_len),
+            ((*m).buf_addr as *mut u8).add(usize::from((*m).data_off)),
+        )
+    };
+    if ol & UNSUPPORTED_TX_FLAGS != 0
+        || ol & ffi::RTE_MBUF_F_TX_L4_MASK == ffi::RTE_MBUF_F_TX_SCTP_CKSUM
+    {
+        return Err(libc::ENOTSUP);
+    }
+    if u32::from(nb_segs) > gdma::MAX_TX_WQE_SGES as u32
+        && q.offloads & consts::TX_OFFLOAD_MULTI_SEGS == 0
+    {
+        return Err(libc::EINVAL);
+    }
+    let l4 = ol & ffi::RTE_MBUF_F_TX_L4_MASK;
+    let want_ip = ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0;
+    if l4 == 0 && !want_ip {
+        return Ok(());
+    }
+    let l2 = (tx_offload & 0x7f) as usize;
+    let l3 = ((tx_offload >> 7) & 0x1ff) as usize;
+    let ipv4 = ol & ffi::RTE_MBUF_F_TX_IPV4 != 0;
+    let ipv6 = ol & ffi::RTE_MBUF_F_TX_IPV6 != 0;
+    if want_ip && !ipv4 {
+        return Err(libc::EINVAL);
+    }
+    let l4_hdr = match l4 {
+        ffi::RTE_MBUF_F_TX_TCP_CKSUM => 20,
+        ffi::RTE_MBUF_F_TX_UDP_CKSUM => 8,
+        _ => 0,
+    };
+    // The headers must sit in the first segment for the device to parse them.
+    if l2 == 0 || l3 == 0 || l2 + l3 + l4_hdr > data_len || (l4 != 0 && !(ipv4 || ipv6)) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the headers lie within the first segment (checked above).
+    let hdr = unsafe { std::slice::from_raw_parts_mut(data, l2 + l3 + l4_hdr) };
+    if want_ip {
+        hdr[l2 + 10] = 0;
+        hdr[l2 + 11] = 0;
+    }
+    if l4 != 0 {
+        let phdr = if ipv4 {
+            crate::csum::ipv4_pseudo(&hdr[l2..l2 + l3])
+        } else {
+            crate::csum::ipv6_pseudo(&hdr[l2..l2 + l3])
+        };
+        let at = l2 + l3 + if l4_hdr == 20 { 16 } else { 6 };
+        hdr[at..at + 2].copy_from_slice(&phdr.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// `tx_done_cleanup`: reaps completions; returns how many packets were freed.
+///
+/// # Safety
+/// As [`tx_burst`].
+pub unsafe extern "C" fn tx_done_cleanup(q: *mut c_void, _free_cnt: u32) -> c_int {
+    // SAFETY: DPDK passes our queue.
+    let TxQueue { gate, st: q } = unsafe { &mut *(q as *mut TxQueue) };
+    let Some(_pass) = gate.enter() else {
+        return 0;
+    };
+    q.reap() as c_int
+}
+
+/// `tx_descriptor_status`: whether the descriptor `offset` places after the
+/// next free one is still owned by the device.
+///
+/// # Safety
+/// As [`tx_burst`].
+pub unsafe extern "C" fn tx_descriptor_status(q: *mut c_void, offset: u16) -> c_int {
+    // SAFETY: DPDK passes our queue.
+    let q = unsafe { &*(q as *const TxQueue) };
+    let offset = u32::from(offset);
+    if offset >= q.nb_desc {
+        return -libc::EINVAL;
+    }
+    // Counting back from the head: the last `desc_len` slots are in flight.
+    if q.nb_desc - offset <= q.desc_len {
+        ffi::RTE_ETH_TX_DESC_FULL as c_int
+    } else {
+        ffi::RTE_ETH_TX_DESC_DONE as c_int
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_checksum_offload_sets_the_transport_offset_and_flags() {
+        let t = TxShortOob::new()
+            .with_vcq_num(0x1234)
+            .with_vsq_frame(1)
+            .with_short_vp_offset(5);
+        let ol =
+            ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_IP_CKSUM | ffi::RTE_MBUF_F_TX_TCP_CKSUM;
+        let tx_offload = 14 | (20 << 7);
+        let o = tx_oob(t, ol, tx_offload, true, false);
+        assert!(o.is_outer_ipv4() && o.comp_iphdr_csum() && o.comp_tcp_csum());
+        assert!(!o.comp_udp_csum() && !o.is_outer_ipv6());
+        assert!(o.suppress_txcqe_gen());
+        assert_eq!(o.trans_off(), 34);
+        assert_eq!(o.vcq_num(), 0x1234);
+        assert_eq!(o.pkt_fmt(), 0);
+        // Byte 0 bit 7 is the suppression bit the burst clears late.
+        assert_eq!(o.into_bits().get() & 0x80, 0x80);
+    }
+
+    #[test]
+    fn udp_checksum_offload_leaves_the_transport_offset_zero() {
+        let ol = ffi::RTE_MBUF_F_TX_IPV6 | ffi::RTE_MBUF_F_TX_UDP_CKSUM;
+        let o = tx_oob(TxShortOob::new(), ol, 14 | (40 << 7), false, true);
+        assert!(o.is_outer_ipv6() && o.comp_udp_csum());
+        assert_eq!(o.trans_off(), 0, "the kernel sets it for TCP only");
+        assert_eq!(o.pkt_fmt(), 1);
+    }
+}
