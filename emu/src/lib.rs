@@ -1,1 +1,26 @@
-//! placeholder
+//! `mana-emu`: a software Microsoft Azure Network Adapter (MANA).
+//!
+//! * [`verbs`]: the libibverbs + libmana (manadv) seam, exported from
+//!   `libmana_emu.so` for `LD_PRELOAD` into a DPDK process.
+//! * [`device`]: the device model (queues, doorbells, CQEs, RSS,
+//!   offloads, backends, faults, counters) and its device thread.
+//! * [`doorbell`]: exact doorbell capture (trap-and-emulate) and poll mode.
+//! * [`config`], [`sysfs`]: configuration and the fake sysfs trees.
+//! * [`control`]: the control socket used by the `mana-emu` CLI.
+//! * [`testing`]: a driver-like Rust API for device-model tests.
+//! * [`harness`]: helpers to run `dpdk-testpmd` on the emulated device.
+
+pub mod backend;
+pub mod config;
+pub mod control;
+pub mod device;
+pub mod doorbell;
+pub mod ffi;
+pub mod mem;
+pub mod pkt;
+pub mod sysfs;
+pub mod verbs;
+pub mod wire;
+
+pub use config::Config;
+pub use device::{Counters, Emulator, Fault, Trigger};

@@ -1,0 +1,228 @@
+//! Where a port's frames go and come from: loopback, sink, a paired port,
+//! pcap files, or an AF_PACKET socket on a Linux interface.
+
+use crate::config::BackendConfig;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+pub enum Backend {
+    Loopback,
+    Sink,
+    /// Global port index of the peer.
+    Pair(usize),
+    Pcap {
+        rx: VecDeque<Vec<u8>>,
+        tx: Option<BufWriter<File>>,
+    },
+    AfPacket(OwnedFd),
+}
+
+impl Backend {
+    pub fn open(
+        cfg: &BackendConfig,
+        peer_index: impl Fn(&str) -> Option<usize>,
+    ) -> io::Result<Backend> {
+        Ok(match cfg {
+            BackendConfig::Loopback => Backend::Loopback,
+            BackendConfig::Sink => Backend::Sink,
+            BackendConfig::Pair { peer } => {
+                Backend::Pair(peer_index(&peer.to_ascii_lowercase()).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotFound, format!("pair peer {peer}"))
+                })?)
+            }
+            BackendConfig::Pcap { rx, tx } => Backend::Pcap {
+                rx: match rx {
+                    Some(p) => read_pcap(p)?.into(),
+                    None => VecDeque::new(),
+                },
+                tx: match tx {
+                    Some(p) => Some(pcap_writer(p)?),
+                    None => None,
+                },
+            },
+            BackendConfig::AfPacket { ifname } => Backend::AfPacket(af_packet_open(ifname)?),
+        })
+    }
+
+    pub fn flush(&mut self) {
+        if let Backend::Pcap { tx: Some(w), .. } = self {
+            let _ = w.flush();
+        }
+    }
+}
+
+const PCAP_MAGIC: u32 = 0xa1b2_c3d4;
+
+pub fn pcap_writer(path: &Path) -> io::Result<BufWriter<File>> {
+    let mut w = BufWriter::new(File::create(path)?);
+    w.write_all(&PCAP_MAGIC.to_le_bytes())?;
+    w.write_all(&2u16.to_le_bytes())?;
+    w.write_all(&4u16.to_le_bytes())?;
+    w.write_all(&0i32.to_le_bytes())?;
+    w.write_all(&0u32.to_le_bytes())?;
+    w.write_all(&65535u32.to_le_bytes())?;
+    w.write_all(&1u32.to_le_bytes())?; // LINKTYPE_ETHERNET
+    w.flush()?;
+    Ok(w)
+}
+
+pub fn pcap_write(w: &mut impl Write, frame: &[u8]) -> io::Result<()> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    w.write_all(&(now.as_secs() as u32).to_le_bytes())?;
+    w.write_all(&now.subsec_micros().to_le_bytes())?;
+    w.write_all(&(frame.len() as u32).to_le_bytes())?;
+    w.write_all(&(frame.len() as u32).to_le_bytes())?;
+    w.write_all(frame)
+}
+
+/// Reads every frame of a classic (microsecond or nanosecond, either byte
+/// order) Ethernet pcap file.
+pub fn read_pcap(path: &Path) -> io::Result<Vec<Vec<u8>>> {
+    let mut data = Vec::new();
+    File::open(path)?.read_to_end(&mut data)?;
+    parse_pcap(&data).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
+pub fn parse_pcap(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    if data.len() < 24 {
+        return Err("short pcap header".into());
+    }
+    let magic = u32::from_le_bytes(data[0..4].try_into().unwrap());
+    let swap = match magic {
+        0xa1b2_c3d4 | 0xa1b2_3c4d => false,
+        0xd4c3_b2a1 | 0x4d3c_b2a1 => true,
+        _ => return Err("not a pcap file".into()),
+    };
+    let rd = |b: &[u8]| {
+        let v = u32::from_le_bytes(b.try_into().unwrap());
+        if swap {
+            v.swap_bytes()
+        } else {
+            v
+        }
+    };
+    let mut off = 24;
+    let mut out = Vec::new();
+    while off + 16 <= data.len() {
+        let incl = rd(&data[off + 8..off + 12]) as usize;
+        off += 16;
+        if off + incl > data.len() {
+            return Err("truncated pcap record".into());
+        }
+        out.push(data[off..off + incl].to_vec());
+        off += incl;
+    }
+    Ok(out)
+}
+
+fn af_packet_open(ifname: &str) -> io::Result<OwnedFd> {
+    let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
+    // SAFETY: plain socket(2) call.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            proto,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket we own.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let cname =
+        std::ffi::CString::new(ifname).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: valid NUL-terminated string.
+    let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if ifindex == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("interface {ifname}"),
+        ));
+    }
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid start.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: sll is a properly initialised sockaddr_ll of the given size.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Do not read back what we send ourselves.
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt with an int option value.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_IGNORE_OUTGOING,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    // Promiscuous membership, so frames for the emulated MAC are seen.
+    // SAFETY: packet_mreq is plain data.
+    let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
+    mr.mr_ifindex = ifindex as i32;
+    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
+    // SAFETY: setsockopt with a packet_mreq value.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_ADD_MEMBERSHIP,
+            (&mr as *const libc::packet_mreq).cast(),
+            std::mem::size_of::<libc::packet_mreq>() as libc::socklen_t,
+        )
+    };
+    Ok(owned)
+}
+
+pub fn af_packet_send(fd: &OwnedFd, frame: &[u8]) -> bool {
+    // SAFETY: sending from a valid buffer on our socket.
+    let r = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            frame.as_ptr().cast(),
+            frame.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    r == frame.len() as isize
+}
+
+/// Receives one frame if available.
+pub fn af_packet_recv(fd: &OwnedFd, buf: &mut [u8]) -> Option<usize> {
+    // SAFETY: receiving into a valid buffer on our socket.
+    let r = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if r > 0 {
+        Some(r as usize)
+    } else {
+        None
+    }
+}

@@ -1,0 +1,375 @@
+//! Emulator configuration (`MANA_EMU_CONFIG=<file.toml>`).
+//!
+//! ```toml
+//! [options]
+//! doorbell_mode = "trap"        # or "poll"
+//! rx_coalesce = false           # CQE_RX_COALESCED_4 completions
+//! rdma_core = "v44"             # or "modern": provider-side queue limits
+//! sysfs_root = "/tmp/mana-emu/sys"
+//! run_dir = "/tmp/mana-emu/run" # control sockets
+//! counters_dump = "/tmp/mana-emu/counters.json"
+//!
+//! [[adapter]]
+//! pci = "7870:00:00.0"
+//! numa_node = 0
+//! ib_name = "mana_0"
+//!
+//! [[adapter.port]]
+//! mac = "00:0d:3a:00:00:01"
+//! ifname = "eth1"
+//! backend = { kind = "pair", peer = "00:0d:3a:00:00:02" }
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DoorbellMode {
+    /// PROT_NONE page, every store trapped by a SIGSEGV handler (exact).
+    #[default]
+    Trap,
+    /// Plain shared memory sampled by the device thread (DPDK secondaries).
+    Poll,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RdmaCoreLimits {
+    /// rdma-core 44 (Debian bookworm): CQ/SQ/RQ <= 256 entries.
+    #[default]
+    V44,
+    /// rdma-core >= 49: no provider-side limits.
+    Modern,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Options {
+    pub doorbell_mode: DoorbellMode,
+    pub rx_coalesce: bool,
+    pub rdma_core: RdmaCoreLimits,
+    pub sysfs_root: PathBuf,
+    pub run_dir: PathBuf,
+    pub counters_dump: Option<PathBuf>,
+    /// Start the control socket in `run_dir` when the device thread starts.
+    pub control_socket: bool,
+    /// First hardware queue id; ids >= 1024 exercise the vsq_frame bits.
+    pub queue_id_base: u32,
+    /// How long a reset keeps the device out of `ibv_get_device_list`.
+    pub reset_down_ms: u64,
+    /// Log verbs calls and device errors to stderr.
+    pub verbose: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            doorbell_mode: DoorbellMode::Trap,
+            rx_coalesce: false,
+            rdma_core: RdmaCoreLimits::V44,
+            sysfs_root: PathBuf::from("/tmp/mana-emu/sys"),
+            run_dir: PathBuf::from("/tmp/mana-emu/run"),
+            counters_dump: None,
+            control_socket: true,
+            queue_id_base: 0x403,
+            reset_down_ms: 2000,
+            verbose: false,
+        }
+    }
+}
+
+/// Device attributes reported by `ibv_query_device(_ex)`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub max_qp: u32,
+    pub max_qp_wr: u32,
+    pub max_cqe: u32,
+    pub max_cq: u32,
+    pub max_sge: u32,
+    pub max_mr: u32,
+    pub max_mr_size: u64,
+    pub max_pd: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        // max_qp_wr = min(max_requester_sq_size / 512, rq_size / 256) with
+        // 1 MiB queues = 2048 (mana_ib_gd_query_adapter_caps); max_cqe =
+        // max_qp_wr; uverbs max_sge = min(send 30, recv 15).
+        Limits {
+            max_qp: 64,
+            max_qp_wr: 2048,
+            max_cqe: 2048,
+            max_cq: 64,
+            max_sge: 15,
+            max_mr: 4096,
+            max_mr_size: u64::from(u32::MAX),
+            max_pd: 64,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BackendConfig {
+    /// Frames sent on this port are received on the same port.
+    Loopback,
+    /// Frames sent are counted and dropped; nothing is received.
+    Sink,
+    /// Wired to another emulated port (by MAC) of the same process.
+    Pair { peer: String },
+    /// Frames sent are appended to `tx`; frames of `rx` are received.
+    Pcap {
+        #[serde(default)]
+        rx: Option<PathBuf>,
+        #[serde(default)]
+        tx: Option<PathBuf>,
+    },
+    /// An AF_PACKET socket on a Linux interface (e.g. one end of a veth).
+    AfPacket { ifname: String },
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig::Loopback
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    pub mac: String,
+    #[serde(default)]
+    pub ifname: Option<String>,
+    #[serde(default)]
+    pub backend: BackendConfig,
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    /// The kernel netdev of this port is up: RAW QP creation fails EBUSY.
+    #[serde(default)]
+    pub kernel_if_up: bool,
+    /// Hold received frames while no RX buffer is posted (instead of
+    /// dropping them like the hardware does).
+    #[serde(default)]
+    pub lossless_rx: bool,
+}
+
+fn default_mtu() -> u32 {
+    1500
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterConfig {
+    pub pci: String,
+    #[serde(default)]
+    pub numa_node: i32,
+    #[serde(default)]
+    pub ib_name: Option<String>,
+    /// IB device name after a service reset (newer kernels: `manae_%d`).
+    #[serde(default)]
+    pub ib_name_after_reset: Option<String>,
+    #[serde(default = "default_subsys_vendor")]
+    pub subsystem_vendor: u16,
+    #[serde(default = "default_subsys_device")]
+    pub subsystem_device: u16,
+    #[serde(rename = "port", default)]
+    pub ports: Vec<PortConfig>,
+}
+
+fn default_subsys_vendor() -> u16 {
+    0x1414
+}
+fn default_subsys_device() -> u16 {
+    0x0001
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub options: Options,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(rename = "adapter", default)]
+    pub adapters: Vec<AdapterConfig>,
+}
+
+impl Config {
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let mut c: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        c.normalize()?;
+        Ok(c)
+    }
+
+    pub fn load(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// From `MANA_EMU_CONFIG`, or the built-in single-port loopback device.
+    pub fn from_env() -> Result<Config, String> {
+        match std::env::var_os("MANA_EMU_CONFIG") {
+            Some(p) => Self::load(Path::new(&p)),
+            None => {
+                let mut c = Config::default_single();
+                c.normalize()?;
+                Ok(c)
+            }
+        }
+    }
+
+    /// One adapter at 7870:00:00.0 with one loopback port.
+    pub fn default_single() -> Config {
+        Config {
+            adapters: vec![AdapterConfig {
+                pci: "7870:00:00.0".into(),
+                numa_node: 0,
+                ib_name: Some("mana_0".into()),
+                ib_name_after_reset: None,
+                subsystem_vendor: default_subsys_vendor(),
+                subsystem_device: default_subsys_device(),
+                ports: vec![PortConfig {
+                    mac: "00:0d:3a:00:00:01".into(),
+                    ifname: Some("eth1".into()),
+                    backend: BackendConfig::Loopback,
+                    mtu: 1500,
+                    kernel_if_up: false,
+                    lossless_rx: false,
+                }],
+            }],
+            ..Default::default()
+        }
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("config serializes")
+    }
+
+    fn normalize(&mut self) -> Result<(), String> {
+        let mut seen = std::collections::HashSet::new();
+        let mut ifidx = 1;
+        for (ai, a) in self.adapters.iter_mut().enumerate() {
+            a.pci = normalize_pci(&a.pci)?;
+            if a.ib_name.is_none() {
+                a.ib_name = Some(format!("mana_{ai}"));
+            }
+            if a.ports.is_empty() {
+                return Err(format!("adapter {}: no ports", a.pci));
+            }
+            for p in a.ports.iter_mut() {
+                parse_mac(&p.mac)?;
+                p.mac = p.mac.to_ascii_lowercase();
+                if !seen.insert(p.mac.clone()) {
+                    return Err(format!("duplicate MAC {}", p.mac));
+                }
+                if p.ifname.is_none() {
+                    p.ifname = Some(format!("eth{ifidx}"));
+                }
+                ifidx += 1;
+                if !(68..=9000).contains(&p.mtu) {
+                    return Err(format!("port {}: mtu {} out of 68..=9000", p.mac, p.mtu));
+                }
+            }
+        }
+        for a in &self.adapters {
+            for p in &a.ports {
+                if let BackendConfig::Pair { peer } = &p.backend {
+                    if !seen.contains(&peer.to_ascii_lowercase()) {
+                        return Err(format!("port {}: pair peer {} not configured", p.mac, peer));
+                    }
+                }
+            }
+        }
+        if self.options.queue_id_base == 0 || self.options.queue_id_base > 0xff_0000 {
+            return Err("queue_id_base must be in 1..=0xff0000".into());
+        }
+        Ok(())
+    }
+
+    pub fn pci_devices_dir(&self) -> PathBuf {
+        self.options.sysfs_root.join("bus/pci/devices")
+    }
+}
+
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("bad MAC {s}"));
+    }
+    let mut m = [0u8; 6];
+    for (i, p) in parts.iter().enumerate() {
+        m[i] = u8::from_str_radix(p, 16).map_err(|_| format!("bad MAC {s}"))?;
+    }
+    Ok(m)
+}
+
+pub fn format_mac(m: &[u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}
+
+/// Canonical `DDDD:BB:DD.F` form (accepts `BB:DD.F`).
+pub fn normalize_pci(s: &str) -> Result<String, String> {
+    let (dom, rest) = match s.matches(':').count() {
+        2 => {
+            let (d, r) = s.split_once(':').unwrap();
+            (
+                u32::from_str_radix(d, 16).map_err(|_| format!("bad PCI address {s}"))?,
+                r,
+            )
+        }
+        1 => (0, s),
+        _ => return Err(format!("bad PCI address {s}")),
+    };
+    let (bus, rest) = rest.split_once(':').ok_or(format!("bad PCI address {s}"))?;
+    let (dev, func) = rest.split_once('.').ok_or(format!("bad PCI address {s}"))?;
+    let bus = u8::from_str_radix(bus, 16).map_err(|_| format!("bad PCI address {s}"))?;
+    let dev = u8::from_str_radix(dev, 16).map_err(|_| format!("bad PCI address {s}"))?;
+    let func: u8 = func.parse().map_err(|_| format!("bad PCI address {s}"))?;
+    if dev > 0x1f || func > 7 || dom > 0xffff {
+        return Err(format!("bad PCI address {s}"));
+    }
+    Ok(format!("{dom:04x}:{bus:02x}:{dev:02x}.{func}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_full() {
+        let c = Config::parse(
+            r#"
+            [options]
+            doorbell_mode = "poll"
+            rx_coalesce = true
+            rdma_core = "modern"
+            [limits]
+            max_qp = 8
+            [[adapter]]
+            pci = "00:04.0"
+            [[adapter.port]]
+            mac = "00:0D:3A:00:00:01"
+            backend = { kind = "pair", peer = "00:0d:3a:00:00:02" }
+            [[adapter.port]]
+            mac = "00:0d:3a:00:00:02"
+            backend = { kind = "pcap", tx = "/tmp/x.pcap" }
+            mtu = 9000
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.options.doorbell_mode, DoorbellMode::Poll);
+        assert_eq!(c.adapters[0].pci, "0000:00:04.0");
+        assert_eq!(c.adapters[0].ports[0].mac, "00:0d:3a:00:00:01");
+        assert_eq!(c.adapters[0].ports[1].ifname.as_deref(), Some("eth2"));
+        assert_eq!(c.limits.max_qp, 8);
+        assert_eq!(c.limits.max_sge, 15);
+        assert!(Config::parse("[[adapter]]\npci='x'\n").is_err());
+        assert!(Config::parse("[options]\nbogus=1\n").is_err());
+    }
+}

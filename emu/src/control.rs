@@ -1,0 +1,201 @@
+//! The control socket: a Unix stream socket in `run_dir` speaking JSON
+//! lines, so `mana-emu inject|counters|fault` (or a test) can reach the
+//! device inside a running DPDK process.
+//!
+//! Requests: `{"cmd":"ping"}`, `{"cmd":"counters"}`,
+//! `{"cmd":"fault","fault":{"fault":"link_down","mac":"..."},"trigger":"now"}`,
+//! `{"cmd":"inject","mac":"...","frames":["<hex>",...]}`.
+//! Replies: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
+
+use crate::device::{Counters, Emulator, Fault, Shared, Trigger};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Serialize, Deserialize, Debug)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    Ping,
+    Counters,
+    Fault {
+        fault: Fault,
+        #[serde(default)]
+        trigger: Trigger,
+    },
+    Inject {
+        mac: String,
+        frames: Vec<String>,
+    },
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct Reply {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<Counters>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+pub fn socket_path(run_dir: &Path, pid: u32) -> PathBuf {
+    run_dir.join(format!("mana-emu-{pid}.sock"))
+}
+
+/// The stable name pointing at the most recent process's socket.
+pub fn latest_path(run_dir: &Path) -> PathBuf {
+    run_dir.join("mana-emu.sock")
+}
+
+pub fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
+    let s: String = s
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != ':')
+        .collect();
+    if s.len() % 2 != 0 {
+        return Err("odd hex length".into());
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| e.to_string()))
+        .collect()
+}
+
+pub fn hex_encode(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub(crate) fn handle(sh: &Arc<Shared>, req: Request) -> Reply {
+    let mut st = sh.st.lock().unwrap_or_else(|e| e.into_inner());
+    let r = match req {
+        Request::Ping => Ok(Reply {
+            ok: true,
+            pid: Some(std::process::id()),
+            ..Default::default()
+        }),
+        Request::Counters => Ok(Reply {
+            ok: true,
+            counters: Some(st.counters()),
+            ..Default::default()
+        }),
+        Request::Fault { fault, trigger } => st
+            .schedule(fault, trigger)
+            .map(|_| Reply {
+                ok: true,
+                ..Default::default()
+            })
+            .map_err(|e| format!("errno {}", e.0)),
+        Request::Inject { mac, frames } => match st.port_index(&mac) {
+            None => Err(format!("no port {mac}")),
+            Some(p) => {
+                let mut res = Ok(Reply {
+                    ok: true,
+                    ..Default::default()
+                });
+                for f in frames {
+                    match hex_decode(&f) {
+                        Ok(b) => st.inject_rx(p, b),
+                        Err(e) => {
+                            res = Err(e);
+                            break;
+                        }
+                    }
+                }
+                res
+            }
+        },
+    };
+    drop(st);
+    // SAFETY: write(2) of 8 bytes to our eventfd wakes the device thread.
+    unsafe {
+        libc::write(
+            std::os::fd::AsRawFd::as_raw_fd(&sh.wake),
+            1u64.to_ne_bytes().as_ptr().cast(),
+            8,
+        )
+    };
+    r.unwrap_or_else(|e| Reply {
+        ok: false,
+        error: Some(e),
+        ..Default::default()
+    })
+}
+
+fn client(sh: Arc<Shared>, s: UnixStream) {
+    let mut w = match s.try_clone() {
+        Ok(w) => w,
+        Err(_) => return,
+    };
+    for line in BufReader::new(s).lines() {
+        let Ok(line) = line else { return };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let reply = match serde_json::from_str::<Request>(&line) {
+            Ok(req) => handle(&sh, req),
+            Err(e) => Reply {
+                ok: false,
+                error: Some(format!("bad request: {e}")),
+                ..Default::default()
+            },
+        };
+        let mut out = serde_json::to_string(&reply).unwrap_or_else(|_| "{\"ok\":false}".into());
+        out.push('\n');
+        if w.write_all(out.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Starts the control socket of an emulator (a background thread).
+pub fn serve(emu: &Emulator) -> std::io::Result<PathBuf> {
+    let dir = emu.config().options.run_dir.clone();
+    std::fs::create_dir_all(&dir)?;
+    let path = socket_path(&dir, std::process::id());
+    let _ = std::fs::remove_file(&path);
+    let l = UnixListener::bind(&path)?;
+    let latest = latest_path(&dir);
+    let _ = std::fs::remove_file(&latest);
+    let _ = std::os::unix::fs::symlink(&path, &latest);
+    let sh = emu.sh.clone();
+    let p2 = path.clone();
+    std::thread::Builder::new()
+        .name("mana-emu-ctl".into())
+        .spawn(move || {
+            for s in l.incoming() {
+                match s {
+                    Ok(s) => {
+                        let sh = sh.clone();
+                        let _ = std::thread::Builder::new()
+                            .name("mana-emu-ctl-c".into())
+                            .spawn(move || client(sh, s));
+                    }
+                    Err(_) => break,
+                }
+            }
+            let _ = std::fs::remove_file(p2);
+        })?;
+    Ok(path)
+}
+
+/// Client side: one request, one reply.
+pub fn request(path: &Path, req: &Request) -> Result<Reply, String> {
+    let mut s = UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok();
+    let mut line = serde_json::to_string(req).map_err(|e| e.to_string())?;
+    line.push('\n');
+    s.write_all(line.as_bytes()).map_err(|e| e.to_string())?;
+    let mut r = String::new();
+    BufReader::new(s)
+        .read_line(&mut r)
+        .map_err(|e| e.to_string())?;
+    let rep: Reply = serde_json::from_str(&r).map_err(|e| format!("bad reply {r:?}: {e}"))?;
+    if !rep.ok {
+        return Err(rep.error.unwrap_or_else(|| "request failed".into()));
+    }
+    Ok(rep)
+}

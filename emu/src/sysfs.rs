@@ -1,0 +1,129 @@
+//! The fake sysfs trees: the PCI function EAL scans (`SYSFS_PCI_DEVICES`)
+//! and the IB device directory the PMD reads through `ibdev_path`.
+//!
+//! ```text
+//! <root>/bus/pci/devices/<bdf>/{vendor,device,subsystem_*,class,numa_node,resource,uevent}
+//! <root>/bus/pci/devices/<bdf>/driver -> <root>/bus/pci/drivers/mana
+//! <root>/bus/pci/devices/<bdf>/net/<if>/{address,dev_port,flags,operstate,mtu}
+//! <root>/class/infiniband/<ibdev>/device -> <root>/bus/pci/devices/<bdf>
+//! ```
+
+use crate::config::{AdapterConfig, Config};
+use std::fs;
+use std::io;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+pub fn pci_dir(root: &Path, bdf: &str) -> PathBuf {
+    root.join("bus/pci/devices").join(bdf)
+}
+
+pub fn ib_dir(root: &Path, name: &str) -> PathBuf {
+    root.join("class/infiniband").join(name)
+}
+
+fn write_if_changed(path: &Path, content: &str) -> io::Result<()> {
+    if fs::read_to_string(path).ok().as_deref() == Some(content) {
+        return Ok(());
+    }
+    fs::write(path, content)
+}
+
+fn ensure_symlink(link: &Path, target: &Path) -> io::Result<()> {
+    if let Ok(t) = fs::read_link(link) {
+        if t == target {
+            return Ok(());
+        }
+        fs::remove_file(link)?;
+    } else if link.exists() {
+        if link.is_dir() {
+            fs::remove_dir_all(link)?;
+        } else {
+            fs::remove_file(link)?;
+        }
+    }
+    symlink(target, link)
+}
+
+/// Creates (or repairs) the PCI function directory of one adapter.
+pub fn ensure_pci(root: &Path, a: &AdapterConfig, if_up: &[bool]) -> io::Result<()> {
+    let dir = pci_dir(root, &a.pci);
+    fs::create_dir_all(&dir)?;
+    let drv = root.join("bus/pci/drivers/mana");
+    fs::create_dir_all(&drv)?;
+    write_if_changed(&dir.join("vendor"), "0x1414\n")?;
+    write_if_changed(&dir.join("device"), "0x00ba\n")?;
+    write_if_changed(
+        &dir.join("subsystem_vendor"),
+        &format!("0x{:04x}\n", a.subsystem_vendor),
+    )?;
+    write_if_changed(
+        &dir.join("subsystem_device"),
+        &format!("0x{:04x}\n", a.subsystem_device),
+    )?;
+    write_if_changed(&dir.join("class"), "0x020000\n")?;
+    write_if_changed(&dir.join("numa_node"), &format!("{}\n", a.numa_node))?;
+    write_if_changed(
+        &dir.join("resource"),
+        &"0x0000000000000000 0x0000000000000000 0x0000000000000000\n".repeat(6),
+    )?;
+    write_if_changed(
+        &dir.join("uevent"),
+        &format!("DRIVER=mana\nPCI_CLASS=20000\nPCI_ID=1414:00BA\nPCI_SUBSYS_ID={:04X}:{:04X}\nPCI_SLOT_NAME={}\nMODALIAS=pci:v00001414d000000BAsv{:08X}sd{:08X}bc02sc00i00\n",
+            a.subsystem_vendor, a.subsystem_device, a.pci, a.subsystem_vendor, a.subsystem_device),
+    )?;
+    ensure_symlink(&dir.join("driver"), &drv)?;
+    for (i, p) in a.ports.iter().enumerate() {
+        let ifname = p.ifname.clone().unwrap_or_else(|| format!("eth{i}"));
+        let nd = dir.join("net").join(&ifname);
+        fs::create_dir_all(&nd)?;
+        write_if_changed(&nd.join("address"), &format!("{}\n", p.mac))?;
+        write_if_changed(&nd.join("dev_port"), &format!("{i}\n"))?;
+        let up = if_up.get(i).copied().unwrap_or(p.kernel_if_up);
+        write_if_changed(&nd.join("flags"), if up { "0x1003\n" } else { "0x1002\n" })?;
+        write_if_changed(&nd.join("operstate"), if up { "up\n" } else { "down\n" })?;
+        write_if_changed(&nd.join("mtu"), &format!("{}\n", p.mtu))?;
+    }
+    Ok(())
+}
+
+/// Creates (or repairs) the IB device directory, pointing at the PCI dir.
+pub fn ensure_ib(root: &Path, a: &AdapterConfig, name: &str) -> io::Result<()> {
+    let dir = ib_dir(root, name);
+    fs::create_dir_all(&dir)?;
+    ensure_symlink(&dir.join("device"), &pci_dir(root, &a.pci))?;
+    write_if_changed(&dir.join("node_type"), "1: CA\n")?;
+    write_if_changed(&dir.join("hca_type"), "MANA\n")?;
+    Ok(())
+}
+
+pub fn remove_ib(root: &Path, name: &str) {
+    let _ = fs::remove_dir_all(ib_dir(root, name));
+}
+
+pub fn remove_pci(root: &Path, bdf: &str) {
+    let _ = fs::remove_dir_all(pci_dir(root, bdf));
+}
+
+/// Updates a port's kernel-interface state files.
+pub fn set_if_state(root: &Path, a: &AdapterConfig, port_idx: usize, up: bool) -> io::Result<()> {
+    let p = &a.ports[port_idx];
+    let ifname = p.ifname.clone().unwrap_or_else(|| format!("eth{port_idx}"));
+    let nd = pci_dir(root, &a.pci).join("net").join(ifname);
+    if !nd.exists() {
+        return Ok(());
+    }
+    write_if_changed(&nd.join("flags"), if up { "0x1003\n" } else { "0x1002\n" })?;
+    write_if_changed(&nd.join("operstate"), if up { "up\n" } else { "down\n" })
+}
+
+/// Creates both trees for every adapter of the configuration.
+pub fn create_all(cfg: &Config) -> io::Result<()> {
+    let root = &cfg.options.sysfs_root;
+    for a in &cfg.adapters {
+        let ups: Vec<bool> = a.ports.iter().map(|p| p.kernel_if_up).collect();
+        ensure_pci(root, a, &ups)?;
+        ensure_ib(root, a, a.ib_name.as_deref().unwrap_or("mana_0"))?;
+    }
+    Ok(())
+}
