@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# meson custom_target helper: runs cargo, then copies the libraries where
+# meson expects its outputs.
+set -euo pipefail
+out=$1 profile=$2 cargo=$3
+shift 3
+cd "$(dirname "$0")/.."
+"$cargo" "$@"
+cp "$out/cargo/$profile/librte_net_mana.so" "$out/cargo/$profile/librte_net_mana.a" "$out/"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace: formatting and lints, unit and property
+# tests, the layout check against the C compiler, and the dpdk-testpmd
+# integration tests. Expects scripts/setup.sh to have run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+# The integration tests start dpdk-testpmd processes; run them one at a time
+# on this 2-core class of machine.
+cargo test --workspace --locked -- --test-threads=1
