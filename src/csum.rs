@@ -35,8 +35,9 @@ pub fn ipv6_pseudo(ip: &[u8]) -> u16 {
     fold(sum16(&ip[8..40], u32::from(ip[6]) + u32::from(payload)))
 }
 
-/// The complemented checksum of `bytes` (for tests and the emulator's peer).
-pub fn checksum(bytes: &[u8]) -> u16 {
+/// The complemented checksum of `bytes`.
+#[cfg(test)]
+fn checksum(bytes: &[u8]) -> u16 {
     !fold(sum16(bytes, 0))
 }
 

@@ -123,10 +123,10 @@ struct RxVerbs {
     channel: Option<CompChannel>,
 }
 
-/// Verbs objects of one started send queue.
+/// Verbs objects of one started send queue, held for their `Drop`.
 struct TxVerbs {
-    qp: Qp,
-    cq: Cq,
+    _qp: Qp,
+    _cq: Cq,
 }
 
 /// Verbs objects of a started port. Drop order: the RSS QP (which takes the
@@ -618,7 +618,7 @@ fn start_queues(p: &Port, ctrl: &mut Ctrl) -> Result<(), (String, c_int)> {
                 max_sge: u32::from(p.limits.max_send_sge),
             })
         };
-        running.tx.push(TxVerbs { qp, cq });
+        running.tx.push(TxVerbs { _qp: qp, _cq: cq });
     }
     let rx_intr = d.dev_conf.intr_conf.rxq() != 0;
     for i in 0..nb_rx {

@@ -72,10 +72,6 @@ impl Gate {
     pub fn open(&self) {
         self.blocked.store(false, Ordering::SeqCst);
     }
-
-    pub fn is_open(&self) -> bool {
-        !self.blocked.load(Ordering::SeqCst)
-    }
 }
 
 #[cfg(not(loom))]

@@ -73,10 +73,6 @@ impl Cache {
         self.entries[0] = r;
         self.len = (n + 1) as u32;
     }
-
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
 }
 
 impl Default for Cache {
@@ -130,14 +126,6 @@ impl Registry {
     pub fn detach(&mut self) {
         self.entries.clear();
         self.pd = None;
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     pub fn find(&self, addr: usize, len: usize) -> Option<Region> {

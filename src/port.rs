@@ -1,10 +1,9 @@
 //! One ethdev per MANA port: creation at probe, the process-local control
 //! state behind `eth_dev->process_private`, and removal.
 
-use crate::devargs::MacAddr;
 use crate::ethdev;
 use crate::ffi;
-use crate::sysfs::{PciAddr, PortNetdev};
+use crate::sysfs::PortNetdev;
 use crate::verbs::{Context, DeviceInfo, DeviceList, Pd};
 use ::log::{error, info};
 use std::ffi::{c_int, c_void, CString};
@@ -14,7 +13,6 @@ use std::sync::{Arc, Mutex};
 /// What probe found for one port.
 pub struct PortSpec {
     pub name: String,
-    pub pci: PciAddr,
     pub ib_index: usize,
     pub ib: DeviceInfo,
     pub ib_port: u32,
@@ -28,7 +26,6 @@ pub struct Limits {
     pub max_queues: u16,
     pub max_desc: u16,
     pub max_send_sge: u16,
-    pub max_recv_sge: u16,
     pub max_mr_size: u64,
 }
 
@@ -41,7 +38,6 @@ impl Limits {
             max_desc: clamp(a.max_qp_wr.min(a.max_cqe)),
             // The uverbs attribute is min(send, recv); MANA sends up to 30.
             max_send_sge: clamp(a.max_sge).min(gdma::MAX_TX_WQE_SGES as u16),
-            max_recv_sge: clamp(a.max_sge),
             max_mr_size: a.max_mr_size,
         }
     }
@@ -69,7 +65,6 @@ pub struct Port {
     pub eth_dev: *mut ffi::rte_eth_dev,
     pub port_id: u16,
     pub name: String,
-    pub pci: PciAddr,
     pub ib: DeviceInfo,
     pub ib_port: u32,
     pub netdev: PortNetdev,
@@ -103,11 +98,6 @@ impl Port {
         // SAFETY: `data` is set by rte_eth_dev_allocate and lives as long as the port.
         unsafe { &*(*self.eth_dev).data }
     }
-
-    pub fn data_mut(&self) -> *mut ffi::rte_eth_dev_data {
-        // SAFETY: as above.
-        unsafe { (*self.eth_dev).data }
-    }
 }
 
 pub(crate) fn create(
@@ -117,7 +107,6 @@ pub(crate) fn create(
 ) -> Result<(), c_int> {
     let PortSpec {
         name,
-        pci,
         ib_index,
         ib,
         ib_port,
@@ -159,7 +148,6 @@ pub(crate) fn create(
         eth_dev,
         port_id,
         name: name.clone(),
-        pci,
         ib,
         ib_port,
         netdev,
@@ -239,10 +227,4 @@ pub(crate) fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
 pub(crate) fn probe_secondary(_pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int {
     error!("{name}: secondary processes are not supported yet; attach from the primary");
     -libc::ENOTSUP
-}
-
-/// A port's MAC from its ethdev data.
-pub fn mac_of(data: &ffi::rte_eth_dev_data) -> MacAddr {
-    // SAFETY: mac_addrs is set at creation and never freed before release.
-    MacAddr(unsafe { (*data.mac_addrs).addr_bytes })
 }

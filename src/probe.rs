@@ -158,7 +158,6 @@ fn probe_ports(
         }
         let spec = port::PortSpec {
             name: format!("{name}_port{ib_port}"),
-            pci,
             ib_index: index,
             ib: ib.clone(),
             ib_port,

@@ -154,16 +154,6 @@ impl Context {
         Ok(attr)
     }
 
-    pub fn async_fd(&self) -> i32 {
-        // SAFETY: reading a field of a live context.
-        unsafe { (*self.as_ptr()).async_fd }
-    }
-
-    pub fn cmd_fd(&self) -> i32 {
-        // SAFETY: as above.
-        unsafe { (*self.as_ptr()).cmd_fd }
-    }
-
     /// Points libmana's queue-buffer allocator at `alloc`/`free`; it is
     /// per context and last-writer-wins, so callers set it before each queue.
     pub fn set_allocators(&self, alloc: ffi::manadv_ctx_allocators) -> Result<()> {
@@ -180,19 +170,6 @@ impl Context {
             return Err(VerbsError::from_ret("manadv_set_context_attr", ret));
         }
         Ok(())
-    }
-
-    /// Reads one pending async event (the fd is non-blocking); acks it.
-    pub fn next_async_event(&self) -> Option<u32> {
-        let mut ev = ffi::ibv_async_event::default();
-        // SAFETY: valid context and out-struct.
-        if unsafe { ffi::ibv_get_async_event(self.as_ptr(), &mut ev) } != 0 {
-            return None;
-        }
-        let kind = ev.event_type;
-        // SAFETY: acknowledges the event just read.
-        unsafe { ffi::ibv_ack_async_event(&mut ev) };
-        Some(kind)
     }
 }
 

@@ -72,12 +72,16 @@ fn collect(d: &ffi::rte_eth_dev_data) -> Vec<(String, u64)> {
 pub fn reset(d: &ffi::rte_eth_dev_data) {
     for (_, q) in queues::<RxQueue>(d.rx_queues, d.nb_rx_queues) {
         for (_, f) in RX {
-            q.map(|q| f(q).reset());
+            if let Some(q) = q {
+                f(q).reset();
+            }
         }
     }
     for (_, q) in queues::<TxQueue>(d.tx_queues, d.nb_tx_queues) {
         for (_, f) in TX {
-            q.map(|q| f(q).reset());
+            if let Some(q) = q {
+                f(q).reset();
+            }
         }
     }
 }
