@@ -243,20 +243,26 @@ mod tests {
     #[test]
     fn completions_follow_the_owner_bit_phase() {
         let mut ring = vec![Cqe::default(); 4];
+        let base = ring.as_mut_ptr();
+        // The device's side: write one slot's info dword.
+        let produce = |slot: u32, owner: u32| {
+            let info = CqeInfo::try_new(3, false, (owner & 7) as u8).unwrap();
+            // SAFETY: slot < 4, inside the vector, which outlives the queue.
+            unsafe { (*base.add(slot as usize)).info = info };
+        };
         // SAFETY: the vector outlives the queue.
-        let mut cq = unsafe { CompQueue::new(ring.as_ptr() as *const u8, 4, 9) };
+        let mut cq = unsafe { CompQueue::new(base as *const u8, 4, 9) };
         assert!(cq.poll().unwrap().is_none());
         for lap in 1..=9u32 {
             for slot in 0..4 {
-                ring[slot].info = CqeInfo::try_new(3, false, (lap & 7) as u8).unwrap();
+                produce(slot, lap);
                 let c = cq.poll().unwrap().expect("ready");
                 assert_eq!(c.info.owner_bits(), (lap & 7) as u8);
             }
             assert!(cq.poll().unwrap().is_none(), "lap {lap} must look empty");
         }
         // A slot two laps ahead is an overflow, not a completion.
-        let slot = (cq.head % 4) as usize;
-        ring[slot].info = CqeInfo::try_new(3, false, ((cq.head / 4 + 1) & 7) as u8).unwrap();
+        produce(cq.head % 4, cq.head / 4 + 1);
         assert!(cq.poll().is_err());
     }
 }
