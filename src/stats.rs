@@ -18,6 +18,11 @@ impl Counter {
         );
     }
 
+    #[inline(always)]
+    pub fn sub(&self, n: u64) {
+        self.add(n.wrapping_neg());
+    }
+
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }

@@ -254,7 +254,7 @@ impl TxState {
         let mut done: [*mut rte_mbuf; BULK] = [ptr::null_mut(); BULK];
         let mut n_done = 0usize;
         let mut completed = 0u32;
-        let (mut packets, mut bytes) = (0u64, 0u64);
+        let (mut unsent, mut unsent_bytes) = (0u64, 0u64);
         loop {
             let ty = match self.cq.poll() {
                 Ok(Some(cqe)) => cqe.header().cqe_type_raw(),
@@ -283,11 +283,11 @@ impl TxState {
                 }
                 let d = self.take_desc();
                 completed += 1;
-                if ok {
-                    packets += 1;
-                    bytes += u64::from(d.pkt_len);
-                } else {
+                if !ok {
+                    // Counted as sent when posted; the device dropped it.
                     self.stats.errors.add(1);
+                    unsent += 1;
+                    unsent_bytes += u64::from(d.pkt_len);
                 }
                 done[n_done] = d.mbuf;
                 n_done += 1;
@@ -305,8 +305,8 @@ impl TxState {
             // SAFETY: as above.
             unsafe { ffi::rte_pktmbuf_free_bulk(done.as_mut_ptr(), n_done as u32) };
         }
-        self.stats.packets.add(packets);
-        self.stats.bytes.add(bytes);
+        self.stats.packets.sub(unsent);
+        self.stats.bytes.sub(unsent_bytes);
         completed
     }
 
@@ -337,6 +337,7 @@ impl TxState {
         let mut sgl = [Sge::default(); gdma::MAX_TX_WQE_SGES];
         let n = pkts.len();
         let mut i = 0;
+        let (mut sent, mut sent_bytes) = (0u64, 0u64);
         while i < n && self.desc_len < self.nb_desc {
             let mut m = pkts[i];
             // SAFETY: tx_burst's caller hands us valid mbuf chains.
@@ -435,8 +436,14 @@ impl TxState {
             }
             self.desc_head = self.desc_head.wrapping_add(1);
             self.desc_len += 1;
+            sent += 1;
+            sent_bytes += u64::from(pkt_len);
             i += 1;
         }
+        // Counted when the device takes them (so counters agree with the
+        // device's whenever the queue is idle); errors are taken back at reap.
+        self.stats.packets.add(sent);
+        self.stats.bytes.add(sent_bytes);
         if !last_oob.is_null() {
             if last_suppressed {
                 // The burst ended early: the last WQE must produce a CQE, or

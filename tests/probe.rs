@@ -8,7 +8,11 @@ use std::process::Command;
 fn pmd() -> PathBuf {
     // target/<profile>/deps/<test> -> target/<profile>/librte_net_mana.so
     let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join("librte_net_mana.so")
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("librte_net_mana.so")
 }
 
 /// A fake PCI device directory as EAL's scan reads it.
@@ -34,13 +38,24 @@ fn fake_pci(root: &Path, addr: &str, device: &str) {
 
 fn testpmd(root: &Path, prefix: &str, dev_arg: &[&str]) -> String {
     let mut cmd = Command::new("timeout");
-    cmd.args(["60", "dpdk-testpmd", "--no-huge", "-m", "1024", "--file-prefix", prefix, "-d"])
-        .arg(pmd())
-        .args(dev_arg)
-        .args(["--", "-i", "--total-num-mbufs=8192"])
-        .env("SYSFS_PCI_DEVICES", root)
-        .stdin(std::process::Stdio::null());
-    let out = cmd.output().expect("dpdk-testpmd runs (scripts/setup.sh installs it)");
+    cmd.args([
+        "60",
+        "dpdk-testpmd",
+        "--no-huge",
+        "-m",
+        "1024",
+        "--file-prefix",
+        prefix,
+        "-d",
+    ])
+    .arg(pmd())
+    .args(dev_arg)
+    .args(["--", "-i", "--total-num-mbufs=8192"])
+    .env("SYSFS_PCI_DEVICES", root)
+    .stdin(std::process::Stdio::null());
+    let out = cmd
+        .output()
+        .expect("dpdk-testpmd runs (scripts/setup.sh installs it)");
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
@@ -56,7 +71,11 @@ fn a_mana_function_without_rdma_device_is_probed_and_explained() {
     let root = scratch("probe-diag");
     fake_pci(&root, "7870:00:00.0", "0x00ba");
     // Azure's documented form: --vdev=<pci>,mac=...
-    let log = testpmd(&root, "mana-diag", &["--vdev=7870:00:00.0,mac=00:0d:3a:76:3b:d0"]);
+    let log = testpmd(
+        &root,
+        "mana-diag",
+        &["--vdev=7870:00:00.0,mac=00:0d:3a:76:3b:d0"],
+    );
     assert!(
         log.contains("EAL: Probe PCI driver: net_mana (1414:00ba) device: 7870:00:00.0"),
         "{log}"
@@ -65,9 +84,15 @@ fn a_mana_function_without_rdma_device_is_probed_and_explained() {
         log.contains("net_mana: 7870:00:00.0: no RDMA device belongs to this MANA PCI function, so its ports cannot be probed"),
         "{log}"
     );
-    assert!(log.contains("net_mana:   libibverbs lists no RDMA devices at all"), "{log}");
+    assert!(
+        log.contains("net_mana:   libibverbs lists no RDMA devices at all"),
+        "{log}"
+    );
     assert!(log.contains("run 'modprobe mana_ib'"), "{log}");
-    assert!(log.contains("EAL: Requested device 7870:00:00.0 cannot be used"), "{log}");
+    assert!(
+        log.contains("EAL: Requested device 7870:00:00.0 cannot be used"),
+        "{log}"
+    );
     assert!(log.contains("testpmd: No probed ethernet devices"), "{log}");
     std::fs::remove_dir_all(&root).unwrap();
 }
@@ -76,20 +101,33 @@ fn a_mana_function_without_rdma_device_is_probed_and_explained() {
 fn the_pf_id_is_matched_and_bad_devargs_fail_the_probe_with_the_reason() {
     let root = scratch("probe-devargs");
     fake_pci(&root, "7870:00:00.0", "0x00b9");
-    let log = testpmd(&root, "mana-devargs", &["-a", "7870:00:00.0,mac=00:0d:3a:76:3b:zz"]);
-    assert!(log.contains("EAL: Probe PCI driver: net_mana (1414:00b9) device: 7870:00:00.0"), "{log}");
+    let log = testpmd(
+        &root,
+        "mana-devargs",
+        &["-a", "7870:00:00.0,mac=00:0d:3a:76:3b:zz"],
+    );
+    assert!(
+        log.contains("EAL: Probe PCI driver: net_mana (1414:00b9) device: 7870:00:00.0"),
+        "{log}"
+    );
     assert!(
         log.contains("net_mana: 7870:00:00.0: invalid devargs 'mac=00:0d:3a:76:3b:zz': mac=00:0d:3a:76:3b:zz: invalid MAC address"),
         "{log}"
     );
     let log = testpmd(&root, "mana-devargs", &["-a", "7870:00:00.0,foo=1"]);
-    assert!(log.contains("unknown key 'foo' (the only accepted key is mac=<mac_addr>"), "{log}");
+    assert!(
+        log.contains("unknown key 'foo' (the only accepted key is mac=<mac_addr>"),
+        "{log}"
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }
 
 #[test]
 fn pmdinfo_lists_ids_params_and_kernel_modules() {
-    let out = Command::new("dpdk-pmdinfo.py").arg(pmd()).output().expect("dpdk-pmdinfo.py");
+    let out = Command::new("dpdk-pmdinfo.py")
+        .arg(pmd())
+        .output()
+        .expect("dpdk-pmdinfo.py");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     for needle in [
