@@ -4,14 +4,16 @@
 
 use crate::consts::*;
 use crate::ffi::{self, rte_eth_dev};
-use crate::mr::Region;
 use crate::port::{Device, Port};
-use crate::rxq::{self, RxHw, RxQueue};
-use crate::txq::{self, TxHw, TxQueue};
-use crate::verbs::{self, CompChannel, Cq, IndTable, Qp, VerbsError, Wq};
+use crate::queues::{self, rxq_ptr, txq_ptr, Plan, Running, StartError};
+use crate::reset::Phase;
+use crate::rss::{Rss, RETA_SIZE, RSS_OFFLOADS};
+use crate::rxq::{self, RxQueue};
+use crate::txq::{self, TxQueue};
 use ::log::{error, info, warn};
 use std::ffi::{c_int, c_uint, c_void};
 use std::ptr;
+use std::sync::atomic::Ordering;
 
 /// RX offloads the device implements.
 pub const RX_OFFLOADS: u64 = RX_OFFLOAD_CHECKSUM | RX_OFFLOAD_RSS_HASH | RX_OFFLOAD_VLAN_STRIP;
@@ -22,143 +24,33 @@ pub const TX_OFFLOADS: u64 = TX_OFFLOAD_MULTI_SEGS
     | TX_OFFLOAD_UDP_CKSUM
     | TX_OFFLOAD_VLAN_INSERT
     | TX_OFFLOAD_MBUF_FAST_FREE;
-pub const RSS_OFFLOADS: u64 = RSS_IPV4
-    | RSS_FRAG_IPV4
-    | RSS_NONFRAG_IPV4_TCP
-    | RSS_NONFRAG_IPV4_UDP
-    | RSS_NONFRAG_IPV4_OTHER
-    | RSS_IPV6
-    | RSS_FRAG_IPV6
-    | RSS_NONFRAG_IPV6_TCP
-    | RSS_NONFRAG_IPV6_UDP;
-pub const RETA_SIZE: usize = 64;
 pub const MIN_DESC: u16 = 64;
 pub const MIN_MTU: u16 = 68;
 pub const MAX_MTU: u16 = 9000;
 /// Ethernet header plus one VLAN tag on top of the MTU.
 const L2_OVERHEAD: u32 = 14 + 4;
 
-/// The RSS configuration a port keeps across stop/start and resets.
-#[derive(Clone)]
-pub struct Rss {
-    pub key: [u8; 40],
-    pub hf: u64,
-    /// The queue each of the 64 hardware entries sends to.
-    pub reta: [u16; RETA_SIZE],
-}
-
-impl Rss {
-    fn new() -> Rss {
-        Rss {
-            key: gdma::DPDK_MANA_DEFAULT_RSS_KEY,
-            hf: RSS_IPV4
-                | RSS_NONFRAG_IPV4_TCP
-                | RSS_NONFRAG_IPV4_UDP
-                | RSS_IPV6
-                | RSS_NONFRAG_IPV6_TCP
-                | RSS_NONFRAG_IPV6_UDP,
-            reta: [0; RETA_SIZE],
-        }
-    }
-
-    /// libibverbs hash fields for DPDK RSS types.
-    fn verbs_fields(&self) -> u64 {
-        let v4 = (ffi::IBV_RX_HASH_SRC_IPV4 | ffi::IBV_RX_HASH_DST_IPV4) as u64;
-        let v6 = (ffi::IBV_RX_HASH_SRC_IPV6 | ffi::IBV_RX_HASH_DST_IPV6) as u64;
-        let tcp = (ffi::IBV_RX_HASH_SRC_PORT_TCP | ffi::IBV_RX_HASH_DST_PORT_TCP) as u64;
-        let udp = (ffi::IBV_RX_HASH_SRC_PORT_UDP | ffi::IBV_RX_HASH_DST_PORT_UDP) as u64;
-        let hf = self.hf;
-        let mut f = 0;
-        if hf
-            & (RSS_IPV4
-                | RSS_FRAG_IPV4
-                | RSS_NONFRAG_IPV4_OTHER
-                | RSS_NONFRAG_IPV4_TCP
-                | RSS_NONFRAG_IPV4_UDP)
-            != 0
-        {
-            f |= v4;
-        }
-        if hf & (RSS_IPV6 | RSS_FRAG_IPV6 | RSS_NONFRAG_IPV6_TCP | RSS_NONFRAG_IPV6_UDP) != 0 {
-            f |= v6;
-        }
-        if hf & (RSS_NONFRAG_IPV4_TCP | RSS_NONFRAG_IPV6_TCP) != 0 {
-            f |= tcp;
-        }
-        if hf & (RSS_NONFRAG_IPV4_UDP | RSS_NONFRAG_IPV6_UDP) != 0 {
-            f |= udp;
-        }
-        f
-    }
-
-    /// The device repeats its list of receive queues over the 64 entries,
-    /// so a table must repeat with period `n` and name each queue once per
-    /// period; returns that list.
-    pub fn queue_order(reta: &[u16; RETA_SIZE], n: usize) -> Result<Vec<u16>, String> {
-        let order: Vec<u16> = reta[..n.min(RETA_SIZE)].to_vec();
-        let mut seen = vec![false; n];
-        for &q in &order {
-            if usize::from(q) >= n || std::mem::replace(&mut seen[usize::from(q)], true) {
-                return Err(format!(
-                    "entries 0..{n} must name each of the {n} receive queues exactly once (got {order:?})"
-                ));
-            }
-        }
-        if let Some(i) = (n..RETA_SIZE).find(|&i| reta[i] != reta[i % n]) {
-            return Err(format!(
-                "MANA repeats the queue list every {n} entries: entry {i} must equal entry {} ({}), not {}",
-                i % n,
-                reta[i % n],
-                reta[i]
-            ));
-        }
-        Ok(order)
-    }
-}
-
-/// Verbs objects of one started receive queue; field order is drop order.
-struct RxVerbs {
-    wq: Wq,
-    cq: Cq,
-    channel: Option<CompChannel>,
-}
-
-/// Verbs objects of one started send queue, held for their `Drop`.
-struct TxVerbs {
-    _qp: Qp,
-    _cq: Cq,
-}
-
-/// Verbs objects of a started port. Drop order: the RSS QP (which takes the
-/// hardware receive queues with it), its table, the WQs/CQs, the send QPs.
-struct Running {
-    rss: Option<(Qp, IndTable)>,
-    rx: Vec<RxVerbs>,
-    tx: Vec<TxVerbs>,
-}
-
 /// Control state of a port, under `Port::ctrl`.
 pub struct Ctrl {
+    /// The verbs device; `None` while a reset replaces it.
     pub dev: Option<Device>,
     pub rss: Rss,
+    /// The application wants the port started (kept across resets).
     pub started: bool,
-    running: Option<Running>,
-    /// Largest descriptor count libmana accepts (256 with rdma-core 44).
-    pub max_desc: Option<u16>,
+    pub running: Option<Running>,
+    /// Bumped by every queue setup or release, so the reset path can tell
+    /// whether the queues it planned for are still the same.
+    pub generation: u64,
 }
 
 impl Ctrl {
-    pub fn rx_channel(&self, i: usize) -> Option<&CompChannel> {
-        self.running.as_ref()?.rx.get(i)?.channel.as_ref()
-    }
-
     pub fn new(dev: Device) -> Ctrl {
         Ctrl {
             dev: Some(dev),
             rss: Rss::new(),
             started: false,
             running: None,
-            max_desc: None,
+            generation: 0,
         }
     }
 }
@@ -171,16 +63,6 @@ fn data(dev: *mut rte_eth_dev) -> &'static mut ffi::rte_eth_dev_data {
 fn port<'a>(dev: *mut rte_eth_dev) -> &'a Port {
     // SAFETY: our ops only run on ethdevs created by port::create.
     unsafe { Port::of(dev) }
-}
-
-fn rxq_ptr(d: &ffi::rte_eth_dev_data, i: usize) -> *mut RxQueue {
-    // SAFETY: rx_queues has nb_rx_queues entries (ethdev allocates them).
-    unsafe { *d.rx_queues.add(i) as *mut RxQueue }
-}
-
-fn txq_ptr(d: &ffi::rte_eth_dev_data, i: usize) -> *mut TxQueue {
-    // SAFETY: as above.
-    unsafe { *d.tx_queues.add(i) as *mut TxQueue }
 }
 
 const fn neg(e: c_int) -> c_int {
@@ -216,34 +98,6 @@ unsafe fn set_burst_running(dev: *mut rte_eth_dev) {
 }
 
 // ---------------------------------------------------------------------------
-// Memory registration on behalf of the data path.
-
-/// Finds or creates a registration covering `[addr, addr + len)` on the
-/// port's device (the data path's slow path on a cache miss).
-pub fn register_memory(port_id: u16, addr: usize, len: usize) -> Option<Region> {
-    // SAFETY: the queue's port id names one of our live ethdevs, whose
-    // process_private is a Port while the port exists.
-    let dev = unsafe {
-        (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(usize::from(port_id))
-    };
-    // SAFETY: as above.
-    let p = unsafe { (*dev).process_private as *const Port };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: as above.
-    let mut reg = unsafe { &*p }.mr.lock().unwrap_or_else(|e| e.into_inner());
-    reg.register(addr, len)
-}
-
-/// Registers every mempool in the process (callback of `rte_mempool_walk`).
-unsafe extern "C" fn register_pool(mp: *mut ffi::rte_mempool, arg: *mut c_void) {
-    // SAFETY: `arg` is the registry passed by `register_all_pools`.
-    let reg = unsafe { &mut *(arg as *mut crate::mr::Registry) };
-    reg.register_mempool(mp);
-}
-
-// ---------------------------------------------------------------------------
 // Ops.
 
 unsafe extern "C" fn dev_configure(dev: *mut rte_eth_dev) -> c_int {
@@ -251,11 +105,9 @@ unsafe extern "C" fn dev_configure(dev: *mut rte_eth_dev) -> c_int {
     let d = data(dev);
     let conf = &mut d.dev_conf;
     let (nb_rx, nb_tx) = (d.nb_rx_queues, d.nb_tx_queues);
-    let ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    if ctrl.dev.is_none() {
-        return neg(libc::EBUSY);
+    if let Err(e) = refuse_if_resetting(p) {
+        return e;
     }
-    drop(ctrl);
     if nb_rx == 0 || nb_tx == 0 {
         error!(
             "{}: configure needs at least one receive and one transmit queue",
@@ -333,10 +185,7 @@ unsafe extern "C" fn dev_infos_get(
     // SAFETY: ethdev passes a zeroed info struct.
     let info = unsafe { &mut *info };
     let lim = p.limits;
-    let max_desc = {
-        let ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-        ctrl.max_desc.unwrap_or(lim.max_desc)
-    };
+    let max_desc = p.max_desc.load(Ordering::Relaxed);
     info.min_mtu = MIN_MTU;
     info.max_mtu = MAX_MTU;
     info.min_rx_bufsize = 1024;
@@ -386,11 +235,11 @@ unsafe extern "C" fn rx_queue_setup(
 ) -> c_int {
     let p = port(dev);
     let d = data(dev);
-    let ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    if ctrl.dev.is_none() {
-        return neg(libc::EBUSY);
+    let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(e) = refuse_if_resetting(p) {
+        return e;
     }
-    if let Err(e) = check_desc(p, &ctrl, nb_desc) {
+    if let Err(e) = check_desc(p, nb_desc) {
         return e;
     }
     // SAFETY: ethdev passes a valid conf (its default if the app gave none).
@@ -421,6 +270,7 @@ unsafe extern "C" fn rx_queue_setup(
         return neg(libc::EINVAL);
     }
     release_rxq(d, qid);
+    ctrl.generation += 1;
     let offloads = conf.offloads | d.dev_conf.rxmode.offloads;
     let socket = socket as c_int;
     match RxQueue::alloc(d.port_id, qid, nb_desc, socket, conf, mp, offloads) {
@@ -448,11 +298,11 @@ unsafe extern "C" fn tx_queue_setup(
 ) -> c_int {
     let p = port(dev);
     let d = data(dev);
-    let ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    if ctrl.dev.is_none() {
-        return neg(libc::EBUSY);
+    let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(e) = refuse_if_resetting(p) {
+        return e;
     }
-    if let Err(e) = check_desc(p, &ctrl, nb_desc) {
+    if let Err(e) = check_desc(p, nb_desc) {
         return e;
     }
     // SAFETY: ethdev passes a valid conf.
@@ -465,6 +315,7 @@ unsafe extern "C" fn tx_queue_setup(
         return neg(libc::EINVAL);
     }
     release_txq(d, qid);
+    ctrl.generation += 1;
     let offloads = conf.offloads | d.dev_conf.txmode.offloads;
     let socket = socket as c_int;
     match TxQueue::alloc(d.port_id, qid, nb_desc, socket, conf, offloads) {
@@ -483,8 +334,8 @@ unsafe extern "C" fn tx_queue_setup(
     }
 }
 
-fn check_desc(p: &Port, ctrl: &Ctrl, nb_desc: u16) -> Result<(), c_int> {
-    let max = ctrl.max_desc.unwrap_or(p.limits.max_desc);
+fn check_desc(p: &Port, nb_desc: u16) -> Result<(), c_int> {
+    let max = p.max_desc.load(Ordering::Relaxed);
     if !nb_desc.is_power_of_two() || nb_desc < MIN_DESC || nb_desc > max {
         error!(
             "{}: {nb_desc} descriptors: MANA queues take a power of two from {MIN_DESC} to {max}",
@@ -518,364 +369,122 @@ fn release_txq(d: &mut ffi::rte_eth_dev_data, qid: u16) {
 }
 
 unsafe extern "C" fn rx_queue_release(dev: *mut rte_eth_dev, qid: u16) {
-    let _ctrl = port(dev).ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    let mut ctrl = port(dev).ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    ctrl.generation += 1;
     release_rxq(data(dev), qid);
 }
 
 unsafe extern "C" fn tx_queue_release(dev: *mut rte_eth_dev, qid: u16) {
-    let _ctrl = port(dev).ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    let mut ctrl = port(dev).ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    ctrl.generation += 1;
     release_txq(data(dev), qid);
 }
 
-/// The buffer allocator libmana uses for queue rings: zeroed, page-aligned
-/// DPDK memory on the queue's socket (so secondaries see it too).
-unsafe extern "C" fn verbs_alloc(size: usize, socket: *mut c_void) -> *mut c_void {
-    // SAFETY: plain allocation.
-    unsafe {
-        let align = ffi::rte_mem_page_size().max(4096) as c_uint;
-        ffi::rte_zmalloc_socket(c"mana_ring".as_ptr(), size, align, socket as isize as c_int)
-    }
-}
-
-unsafe extern "C" fn verbs_free(ptr: *mut c_void, _socket: *mut c_void) {
-    // SAFETY: frees what verbs_alloc returned.
-    unsafe { ffi::rte_free(ptr) };
-}
-
-fn allocators(socket: c_int) -> ffi::manadv_ctx_allocators {
-    ffi::manadv_ctx_allocators {
-        alloc: Some(verbs_alloc),
-        free: Some(verbs_free),
-        data: socket as isize as *mut c_void,
-    }
-}
-
-/// Creates the verbs queues and attaches the rings; on failure everything
-/// created so far is destroyed (by drop) and the error says what failed.
-fn start_queues(p: &Port, ctrl: &mut Ctrl) -> Result<(), (String, c_int)> {
-    let d = p.data();
-    let dev = ctrl
-        .dev
-        .as_ref()
-        .ok_or((String::from("device is gone"), neg(libc::ENODEV)))?;
-    let (nb_rx, nb_tx) = (usize::from(d.nb_rx_queues), usize::from(d.nb_tx_queues));
-    let verr = |what: String| move |e: VerbsError| (format!("{what}: {e}"), e.neg());
-    for i in 0..nb_rx {
-        if rxq_ptr(d, i).is_null() {
-            return Err((format!("rx queue {i} is not set up"), neg(libc::EINVAL)));
-        }
-    }
-    for i in 0..nb_tx {
-        if txq_ptr(d, i).is_null() {
-            return Err((format!("tx queue {i} is not set up"), neg(libc::EINVAL)));
-        }
-    }
-    {
-        let mut reg = p.mr.lock().unwrap_or_else(|e| e.into_inner());
-        reg.attach(&dev.pd, p.limits.max_mr_size);
-        // SAFETY: walks the process's mempools synchronously.
-        unsafe { ffi::rte_mempool_walk(Some(register_pool), &mut *reg as *mut _ as *mut c_void) };
-    }
-    let mut running = Running {
-        rss: None,
-        rx: Vec::with_capacity(nb_rx),
-        tx: Vec::with_capacity(nb_tx),
-    };
-    let ctx = &dev.ctx;
-    for i in 0..nb_tx {
-        // SAFETY: set up above and not used by any burst while stopped.
-        let q = unsafe { &mut *txq_ptr(d, i) };
-        ctx.set_allocators(allocators(q.socket))
-            .map_err(verr(format!("tx queue {i}")))?;
-        let nb = u32::from(q.nb_desc());
-        let cq = Cq::create(ctx, nb, None, 0).map_err(verr(format!("tx queue {i} CQ")))?;
-        let qp = match Qp::create_raw_sq(&dev.parent, &cq, nb, u32::from(p.limits.max_send_sge)) {
-            Ok(qp) => qp,
-            Err(e) if e.errno == libc::EBUSY => {
-                return Err((
-                    format!(
-                        "tx queue {i}: the kernel still uses port {} ({}): run 'ip link set {} down' before starting DPDK",
-                        p.netdev.mac, p.netdev.ifname, p.netdev.ifname
-                    ),
-                    e.neg(),
-                ));
-            }
-            Err(e) => return Err(verr(format!("tx queue {i} QP"))(e)),
-        };
-        let (dv_qp, dv_cq) = verbs::init_sq(&qp, &cq).map_err(verr(format!("tx queue {i}")))?;
-        // SAFETY: the rings live until the verbs objects are destroyed,
-        // which happens only after the queue is detached.
-        unsafe {
-            q.attach(&TxHw {
-                sq_buf: dv_qp.sq_buf as *mut u8,
-                sq_size: dv_qp.sq_size,
-                sq_id: dv_qp.sq_id,
-                cq_buf: dv_cq.buf as *mut u8,
-                cq_count: dv_cq.count,
-                cq_id: dv_cq.cq_id,
-                vp_offset: dv_qp.tx_vp_offset,
-                db_page: dv_qp.db_page as *mut u8,
-                max_sge: u32::from(p.limits.max_send_sge),
-            })
-        };
-        running.tx.push(TxVerbs { _qp: qp, _cq: cq });
-    }
-    let rx_intr = d.dev_conf.intr_conf.rxq() != 0;
-    for i in 0..nb_rx {
-        // SAFETY: as above.
-        let q = unsafe { &*rxq_ptr(d, i) };
-        ctx.set_allocators(allocators(q.socket))
-            .map_err(verr(format!("rx queue {i}")))?;
-        let channel = if rx_intr {
-            Some(CompChannel::create(ctx).map_err(verr(format!("rx queue {i} channel")))?)
-        } else {
-            None
-        };
-        let nb = u32::from(q.nb_desc());
-        let cq = Cq::create(ctx, nb, channel.as_ref(), i as i32)
-            .map_err(verr(format!("rx queue {i} CQ")))?;
-        let wq =
-            Wq::create_rq(ctx, &dev.parent, &cq, nb).map_err(verr(format!("rx queue {i} WQ")))?;
-        running.rx.push(RxVerbs { wq, cq, channel });
-    }
-    let order = Rss::queue_order(&ctrl.rss.reta, nb_rx).map_err(|m| (m, neg(libc::EINVAL)))?;
-    let wqs: Vec<&Wq> = order
-        .iter()
-        .map(|&q| &running.rx[usize::from(q)].wq)
-        .collect();
-    let table = IndTable::create(ctx, &wqs).map_err(verr("receive indirection table".into()))?;
-    let fields = if d.dev_conf.rxmode.mq_mode & MQ_RX_RSS_FLAG != 0 {
-        ctrl.rss.verbs_fields()
-    } else {
-        0
-    };
-    let qp = Qp::create_rss(ctx, &dev.parent, &table, &ctrl.rss.key, fields)
-        .map_err(verr("receive RSS QP".into()))?;
-    running.rss = Some((qp, table));
-    for (i, v) in running.rx.iter().enumerate() {
-        // SAFETY: as above.
-        let q = unsafe { &mut *rxq_ptr(d, i) };
-        let (dv_wq, dv_cq) = verbs::init_rq(&v.wq, &v.cq).map_err(verr(format!("rx queue {i}")))?;
-        // SAFETY: as for the send queues.
-        let attached = unsafe {
-            q.attach(&RxHw {
-                rq_buf: dv_wq.buf as *mut u8,
-                rq_size: dv_wq.size,
-                rq_id: dv_wq.wq_id,
-                cq_buf: dv_cq.buf as *mut u8,
-                cq_count: dv_cq.count,
-                cq_id: dv_cq.cq_id,
-                db_page: dv_wq.db_page as *mut u8,
-            })
-        };
-        if let Err(e) = attached {
-            for j in 0..i {
-                // SAFETY: attached above.
-                unsafe { (*rxq_ptr(d, j)).detach() };
-            }
-            detach_tx(d);
-            return Err((
-                format!(
-                    "rx queue {i}: its mempool cannot fill {} buffers",
-                    q.nb_desc()
-                ),
-                e,
-            ));
-        }
-    }
-    if rx_intr {
-        let fds: Vec<c_int> = running
-            .rx
-            .iter()
-            .filter_map(|v| v.channel.as_ref().map(|c| c.fd()))
-            .collect();
-        crate::intr::enable_rx_vectors(p, &fds)
-            .map_err(|e| (String::from("rx interrupt vectors"), e))?;
-    }
-    ctrl.running = Some(running);
-    Ok(())
-}
-
-/// The deepest queue libmana accepts: rdma-core 44 caps CQs, SQs and RQs at
-/// 256 entries, newer versions at the device limit. Tried once per port with
-/// a throw-away CQ, so `dev_infos_get` reports what `dev_start` will accept.
-pub fn probe_max_desc(p: &Port, ctrl: &Ctrl) -> u16 {
-    let max = p.limits.max_desc;
-    let Some(dev) = ctrl.dev.as_ref() else {
-        return max;
-    };
-    let pow2 = if max.is_power_of_two() {
-        max
-    } else {
-        (max / 2).next_power_of_two()
-    };
-    if pow2 <= 256 || dev.ctx.set_allocators(allocators(p.numa)).is_err() {
-        return pow2;
-    }
-    match Cq::create(&dev.ctx, u32::from(pow2), None, 0) {
-        Ok(_) => pow2,
-        Err(e) => {
-            info!(
-                "{}: queues limited to 256 descriptors ({e}; rdma-core 44 limit)",
+/// Refuses control operations while a reset is being recovered from, or
+/// after recovery failed (the port must then be closed).
+fn refuse_if_resetting(p: &Port) -> Result<(), c_int> {
+    match p.reset.phase() {
+        Phase::Active => Ok(()),
+        Phase::Recovering => {
+            warn!(
+                "{}: recovering from a device reset; retry after RTE_ETH_EVENT_RECOVERY_SUCCESS",
                 p.name
             );
-            256
+            Err(neg(libc::EBUSY))
         }
-    }
-}
-
-fn detach_tx(d: &ffi::rte_eth_dev_data) {
-    for i in 0..usize::from(d.nb_tx_queues) {
-        let q = txq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: the gate is closed, no burst runs.
-            unsafe { (*q).detach() };
+        Phase::Failed | Phase::Closed => {
+            error!("{}: the device is gone; close the port", p.name);
+            Err(neg(libc::ENODEV))
         }
-    }
-}
-
-/// Closes every queue's gate, waiting for bursts in flight.
-pub fn close_gates(d: &ffi::rte_eth_dev_data) {
-    for i in 0..usize::from(d.nb_rx_queues) {
-        let q = rxq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: the queue stays allocated while the ctrl lock is held.
-            unsafe { (*q).gate.close(std::hint::spin_loop) };
-        }
-    }
-    for i in 0..usize::from(d.nb_tx_queues) {
-        let q = txq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: as above.
-            unsafe { (*q).gate.close(std::hint::spin_loop) };
-        }
-    }
-}
-
-fn open_gates(d: &ffi::rte_eth_dev_data) {
-    for i in 0..usize::from(d.nb_rx_queues) {
-        // SAFETY: all queues exist once the port started.
-        unsafe { (*rxq_ptr(d, i)).gate.open() };
-    }
-    for i in 0..usize::from(d.nb_tx_queues) {
-        // SAFETY: as above.
-        unsafe { (*txq_ptr(d, i)).gate.open() };
-    }
-}
-
-/// Waits (bounded) for the device to complete sends in flight, so their
-/// mbufs are counted and freed as sent rather than discarded.
-fn drain_tx(d: &ffi::rte_eth_dev_data) {
-    for i in 0..usize::from(d.nb_tx_queues) {
-        let q = txq_ptr(d, i);
-        if q.is_null() {
-            continue;
-        }
-        // SAFETY: the gate is closed, so we are the only user.
-        let q = unsafe { &mut *q };
-        for _ in 0..1000 {
-            q.reap();
-            if q.in_flight() == 0 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(100));
-        }
-    }
-}
-
-/// Tears down the started queues: gates closed, sends drained, verbs objects
-/// destroyed, then the buffers still posted or in flight freed.
-pub fn stop_queues(p: &Port, ctrl: &mut Ctrl, drain: bool) {
-    let d = p.data();
-    close_gates(d);
-    if drain {
-        drain_tx(d);
-    }
-    crate::intr::disable_rx_vectors(p);
-    let running = ctrl.running.take();
-    drop(running);
-    let mut lost = 0;
-    for i in 0..usize::from(d.nb_rx_queues) {
-        let q = rxq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: hardware queues are gone; no burst runs.
-            unsafe { (*q).detach() };
-        }
-    }
-    for i in 0..usize::from(d.nb_tx_queues) {
-        let q = txq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: as above.
-            lost += unsafe { (*q).detach() };
-        }
-    }
-    if lost > 0 {
-        warn!(
-            "{}: {lost} packets queued for sending were discarded at stop",
-            p.name
-        );
     }
 }
 
 unsafe extern "C" fn dev_start(dev: *mut rte_eth_dev) -> c_int {
     let p = port(dev);
-    let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    if ctrl.dev.is_none() {
-        return neg(libc::EBUSY);
+    if let Err(e) = refuse_if_resetting(p) {
+        return e;
     }
+    let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
     if ctrl.started {
         return 0;
     }
-    if let Err((msg, err)) = start_queues(p, &mut ctrl) {
+    if let Err((msg, err)) = start_locked(p, &mut ctrl) {
         error!("{}: start failed: {msg}", p.name);
-        ctrl.running = None;
         return err;
     }
     ctrl.started = true;
-    let d = p.data();
     // SAFETY: a live ethdev of ours; the queues are attached.
     unsafe { set_burst_running(dev) };
-    open_gates(d);
-    let link = link(true);
-    // SAFETY: a live ethdev.
-    unsafe { ffi::mana_shim_linkstatus_set(dev, &link) };
-    let dm = data(dev);
-    for i in 0..usize::from(dm.nb_rx_queues) {
-        dm.rx_queue_state[i] = ffi::RTE_ETH_QUEUE_STATE_STARTED as u8;
-    }
-    for i in 0..usize::from(dm.nb_tx_queues) {
-        dm.tx_queue_state[i] = ffi::RTE_ETH_QUEUE_STATE_STARTED as u8;
-    }
+    queues::open_gates(p.data());
+    set_link_and_states(dev, true);
+    let d = p.data();
     info!(
         "{}: started with {} rx / {} tx queues",
-        p.name, dm.nb_rx_queues, dm.nb_tx_queues
+        p.name, d.nb_rx_queues, d.nb_tx_queues
     );
     0
+}
+
+/// Builds and attaches the queues on the current device.
+fn start_locked(p: &Port, ctrl: &mut Ctrl) -> Result<(), StartError> {
+    let plan = Plan::new(p, ctrl)?;
+    let dev = ctrl
+        .dev
+        .as_ref()
+        .ok_or_else(|| (String::from("the device is gone"), neg(libc::ENODEV)))?;
+    queues::register_all_pools(p, dev);
+    let built = queues::build(p, dev, &plan)?;
+    queues::attach(p, ctrl, built).map_err(|(e, _running)| e)
+}
+
+/// Link status and queue states follow the port state.
+pub fn set_link_and_states(dev: *mut rte_eth_dev, up: bool) {
+    // SAFETY: a live ethdev of ours.
+    unsafe { ffi::mana_shim_linkstatus_set(dev, &link(up)) };
+    let d = data(dev);
+    let state = if up {
+        ffi::RTE_ETH_QUEUE_STATE_STARTED
+    } else {
+        ffi::RTE_ETH_QUEUE_STATE_STOPPED
+    } as u8;
+    for i in 0..usize::from(d.nb_rx_queues) {
+        d.rx_queue_state[i] = state;
+    }
+    for i in 0..usize::from(d.nb_tx_queues) {
+        d.tx_queue_state[i] = state;
+    }
 }
 
 unsafe extern "C" fn dev_stop(dev: *mut rte_eth_dev) -> c_int {
     let p = port(dev);
     let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    stop_locked(p, &mut ctrl, dev);
+    // During a reset only the wish is recorded: recovery then leaves the
+    // queues down.
+    if ctrl.started && p.reset.phase() == Phase::Active {
+        stop_locked(p, &mut ctrl, dev);
+    }
+    ctrl.started = false;
+    // SAFETY: a live ethdev of ours.
+    unsafe { set_burst_stopped(dev) };
+    set_link_and_states(dev, false);
     0
 }
 
-fn stop_locked(p: &Port, ctrl: &mut Ctrl, dev: *mut rte_eth_dev) {
-    if !ctrl.started {
-        return;
-    }
+/// Stops the data path and destroys the queues' verbs objects.
+pub fn stop_locked(p: &Port, ctrl: &mut Ctrl, dev: *mut rte_eth_dev) {
     // SAFETY: a live ethdev of ours.
     unsafe { set_burst_stopped(dev) };
-    stop_queues(p, ctrl, true);
-    ctrl.started = false;
-    // SAFETY: as above.
-    unsafe { ffi::mana_shim_linkstatus_set(dev, &link(false)) };
-    let d = data(dev);
-    for i in 0..usize::from(d.nb_rx_queues) {
-        d.rx_queue_state[i] = ffi::RTE_ETH_QUEUE_STATE_STOPPED as u8;
-    }
-    for i in 0..usize::from(d.nb_tx_queues) {
-        d.tx_queue_state[i] = ffi::RTE_ETH_QUEUE_STATE_STOPPED as u8;
+    let d = p.data();
+    queues::close_gates(d);
+    queues::drain_tx(d);
+    crate::intr::disable_rx_vectors(p);
+    drop(ctrl.running.take());
+    let lost = queues::detach_all(d);
+    if lost > 0 {
+        warn!(
+            "{}: {lost} packets queued for sending were discarded at stop",
+            p.name
+        );
     }
 }
 
@@ -885,9 +494,15 @@ unsafe extern "C" fn dev_close(dev: *mut rte_eth_dev) -> c_int {
         return 0;
     }
     let p = port(dev);
+    // Cancels a recovery in progress and waits for its thread (unless this
+    // is that thread, or the interrupt thread that has yet to start it).
+    p.reset.cancel_and_wait();
     {
         let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-        stop_locked(p, &mut ctrl, dev);
+        if ctrl.running.is_some() {
+            stop_locked(p, &mut ctrl, dev);
+        }
+        ctrl.started = false;
         let d = data(dev);
         for i in 0..d.nb_rx_queues {
             release_rxq(d, i);
@@ -896,7 +511,7 @@ unsafe extern "C" fn dev_close(dev: *mut rte_eth_dev) -> c_int {
             release_txq(d, i);
         }
         p.mr.lock().unwrap_or_else(|e| e.into_inner()).detach();
-        ctrl.dev = None;
+        drop(ctrl.dev.take());
     }
     info!("{}: closed", p.name);
     // SAFETY: ethdev releases the port after this returns.
@@ -916,8 +531,9 @@ fn link(up: bool) -> ffi::rte_eth_link {
 }
 
 unsafe extern "C" fn link_update(dev: *mut rte_eth_dev, _wait: c_int) -> c_int {
-    // MANA has no carrier state of its own: the link is up while started.
-    let up = data(dev).dev_started() != 0;
+    // MANA has no carrier state of its own: the link is up while started
+    // and not recovering from a reset.
+    let up = data(dev).dev_started() != 0 && port(dev).reset.phase() == Phase::Active;
     // SAFETY: a live ethdev.
     unsafe { ffi::mana_shim_linkstatus_set(dev, &link(up)) }
 }
@@ -946,9 +562,10 @@ unsafe extern "C" fn mode_disable(_dev: *mut rte_eth_dev) -> c_int {
 unsafe extern "C" fn mtu_set(dev: *mut rte_eth_dev, mtu: u16) -> c_int {
     let p = port(dev);
     let d = data(dev);
-    let ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    if ctrl.dev.is_none() {
-        return neg(libc::EBUSY);
+    // Held so the queues checked below stay as they are.
+    let _ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(e) = refuse_if_resetting(p) {
+        return e;
     }
     let frame = u32::from(mtu) + L2_OVERHEAD;
     for i in 0..usize::from(d.nb_rx_queues) {
@@ -1135,8 +752,8 @@ unsafe extern "C" fn rss_hash_update(
 ) -> c_int {
     let p = port(dev);
     let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    if ctrl.dev.is_none() {
-        return neg(libc::EBUSY);
+    if let Err(e) = refuse_if_resetting(p) {
+        return e;
     }
     if ctrl.started {
         error!(
@@ -1197,8 +814,8 @@ unsafe extern "C" fn reta_update(
     let p = port(dev);
     let d = data(dev);
     let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    if ctrl.dev.is_none() {
-        return neg(libc::EBUSY);
+    if let Err(e) = refuse_if_resetting(p) {
+        return e;
     }
     if ctrl.started {
         error!(
@@ -1292,42 +909,3 @@ pub static OPS: ffi::eth_dev_ops = {
     o.reta_query = Some(reta_query);
     o
 };
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reta_must_repeat_a_permutation_of_the_queues() {
-        let mut reta = [0u16; RETA_SIZE];
-        for (i, e) in reta.iter_mut().enumerate() {
-            *e = [2, 0, 3, 1][i % 4];
-        }
-        assert_eq!(Rss::queue_order(&reta, 4).unwrap(), vec![2, 0, 3, 1]);
-        reta[9] = 2;
-        let e = Rss::queue_order(&reta, 4).unwrap_err();
-        assert_eq!(
-            e,
-            "MANA repeats the queue list every 4 entries: entry 9 must equal entry 1 (0), not 2"
-        );
-        reta[9] = 0;
-        reta[1] = 2;
-        reta[5] = 2;
-        assert!(Rss::queue_order(&reta, 4)
-            .unwrap_err()
-            .contains("exactly once"));
-    }
-
-    #[test]
-    fn rss_types_map_to_verbs_hash_fields() {
-        let mut r = Rss::new();
-        r.hf = RSS_IPV6;
-        assert_eq!(
-            r.verbs_fields(),
-            (ffi::IBV_RX_HASH_SRC_IPV6 | ffi::IBV_RX_HASH_DST_IPV6) as u64,
-            "both IPv6 addresses, unlike the C driver"
-        );
-        r.hf = RSS_NONFRAG_IPV4_UDP;
-        assert_eq!(r.verbs_fields(), 0x1 | 0x2 | 0x40 | 0x80);
-    }
-}

@@ -6,7 +6,8 @@ use crate::ffi::{self, rte_eth_dev};
 use crate::port::Port;
 use ::log::{error, warn};
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
 
 const INSTANCE_F_SHARED: u32 = 1;
 
@@ -21,90 +22,172 @@ fn set_nonblocking(fd: c_int) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Registers the async-event handler of `port`'s current device context.
+/// The port's interrupt handle: async events of the current device context,
+/// plus the rx queue vectors. The handle outlives resets (applications keep
+/// pointers to it); only its fd and registration change.
+pub struct Intr {
+    handle: *mut ffi::rte_intr_handle,
+    state: Mutex<Registration>,
+    released: Condvar,
+}
+
+#[derive(Default)]
+struct Registration {
+    /// The callback is registered (its argument holds a port reference).
+    registered: bool,
+    /// A deferred unregistration has not run yet.
+    pending: bool,
+    /// Free the handle once the deferred unregistration ran (port closed).
+    free_on_release: bool,
+}
+
+// SAFETY: the handle is only used through EAL's thread-safe intr API.
+unsafe impl Send for Intr {}
+unsafe impl Sync for Intr {}
+
+impl Intr {
+    pub fn new() -> Result<Intr, c_int> {
+        // SAFETY: plain allocation; checked.
+        let handle = unsafe { ffi::rte_intr_instance_alloc(INSTANCE_F_SHARED) };
+        if handle.is_null() {
+            return Err(-libc::ENOMEM);
+        }
+        Ok(Intr {
+            handle,
+            state: Mutex::new(Registration::default()),
+            released: Condvar::new(),
+        })
+    }
+
+    pub fn handle(&self) -> *mut ffi::rte_intr_handle {
+        self.handle
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registration> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Registers the async-event handler on `port`'s current device context.
 /// The registration owns a reference to the port until it is removed.
 pub fn install(port: &Arc<Port>) -> Result<(), c_int> {
-    let ctx = port.ctx.load(std::sync::atomic::Ordering::Acquire);
+    let ctx = port.ctx.load(Ordering::Acquire);
     // SAFETY: the context is live while the port holds its device.
     let fd = unsafe { (*ctx).async_fd };
     set_nonblocking(fd).map_err(|e| {
         error!("{}: async event fd: {e}", port.name);
         -(e.raw_os_error().unwrap_or(libc::EIO))
     })?;
-    // SAFETY: plain allocation; checked.
-    let h = unsafe { ffi::rte_intr_instance_alloc(INSTANCE_F_SHARED) };
-    if h.is_null() {
-        return Err(-libc::ENOMEM);
-    }
+    let h = port.intr.handle;
     let arg = Arc::into_raw(port.clone()) as *mut c_void;
-    // SAFETY: `h` is ours; the callback's argument is a leaked Arc that
-    // `uninstall` reclaims once the callback can no longer run.
+    // SAFETY: our handle; the argument is a leaked Arc reclaimed when the
+    // callback can no longer run.
     let ret = unsafe {
         ffi::rte_intr_fd_set(h, fd);
         ffi::rte_intr_type_set(h, ffi::RTE_INTR_HANDLE_EXT);
         ffi::rte_intr_callback_register(h, Some(on_async_event), arg)
     };
     if ret != 0 {
-        // SAFETY: undo the two steps above.
-        unsafe {
-            drop(Arc::from_raw(arg as *const Port));
-            ffi::rte_intr_instance_free(h);
-        }
+        // SAFETY: undo the leak above.
+        unsafe { drop(Arc::from_raw(arg as *const Port)) };
         return Err(ret);
     }
-    port.intr.store(h, std::sync::atomic::Ordering::Release);
-    // SAFETY: the ethdev is ours; rx interrupt vectors hang off this handle.
-    unsafe { (*port.eth_dev).intr_handle = h };
+    port.intr.lock().registered = true;
     Ok(())
 }
 
-/// Removes the handler. From the interrupt thread itself (an application
-/// closing the port inside an event callback) the removal is deferred until
-/// the running callback returns.
-pub fn uninstall(port: &Port) {
-    let h = port
-        .intr
-        .swap(std::ptr::null_mut(), std::sync::atomic::Ordering::AcqRel);
-    if h.is_null() {
+/// Removes the handler. On the interrupt thread (inside an event callback)
+/// the removal is deferred until the running callback returns; `closing`
+/// then frees the handle as well.
+pub fn uninstall(port: &Port, closing: bool) {
+    let intr = &port.intr;
+    let mut st = intr.lock();
+    if !st.registered {
+        if st.pending {
+            st.free_on_release |= closing;
+        } else if closing {
+            // SAFETY: nothing refers to the handle any more.
+            unsafe { ffi::rte_intr_instance_free(intr.handle) };
+        }
         return;
     }
+    st.registered = false;
     let arg = port as *const Port as *mut c_void;
     // SAFETY: FFI query.
     if unsafe { ffi::rte_thread_is_intr() } != 0 {
-        // SAFETY: the pending removal calls `release` after the callback ends.
+        st.pending = true;
+        st.free_on_release = closing;
+        drop(st);
+        // SAFETY: `release` runs once the callback returned.
         let ret = unsafe {
-            ffi::rte_intr_callback_unregister_pending(h, Some(on_async_event), arg, Some(release))
+            ffi::rte_intr_callback_unregister_pending(
+                intr.handle,
+                Some(on_async_event),
+                arg,
+                Some(release),
+            )
         };
         if ret >= 0 {
             return;
         }
+        intr.lock().pending = false;
+    } else {
+        drop(st);
     }
     loop {
         // SAFETY: unregistering our own callback.
-        let ret = unsafe { ffi::rte_intr_callback_unregister(h, Some(on_async_event), arg) };
+        let ret =
+            unsafe { ffi::rte_intr_callback_unregister(intr.handle, Some(on_async_event), arg) };
         if ret != -libc::EAGAIN {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    // SAFETY: the callback can no longer run.
-    unsafe { release(h, arg) };
+    if closing {
+        // SAFETY: the callback can no longer run.
+        unsafe { ffi::rte_intr_instance_free(intr.handle) };
+    }
+    // SAFETY: the registration's reference, leaked by `install`.
+    unsafe { drop(Arc::from_raw(arg as *const Port)) };
 }
 
+/// Deferred-removal completion, on the interrupt thread.
 unsafe extern "C" fn release(h: *mut ffi::rte_intr_handle, arg: *mut c_void) {
-    // SAFETY: `arg` is the Arc leaked by `install`; `h` the handle it registered.
-    unsafe {
-        drop(Arc::from_raw(arg as *const Port));
-        ffi::rte_intr_instance_free(h);
+    // SAFETY: `arg` is the Arc leaked by `install`, released exactly once.
+    let port = unsafe { Arc::from_raw(arg as *const Port) };
+    let free = {
+        let mut st = port.intr.lock();
+        st.pending = false;
+        st.free_on_release
+    };
+    port.intr.released.notify_all();
+    if free {
+        // SAFETY: the port is closed; nothing else uses the handle.
+        unsafe { ffi::rte_intr_instance_free(h) };
     }
+}
+
+/// Waits (bounded) until a deferred removal has run, so the old context's
+/// fd is no longer watched when the context is closed.
+pub fn wait_released(port: &Port) {
+    let st = port.intr.lock();
+    let _st = port
+        .intr
+        .released
+        .wait_timeout_while(st, std::time::Duration::from_secs(5), |s| s.pending)
+        .unwrap_or_else(|e| e.into_inner());
 }
 
 /// EAL interrupt thread: drain the device's async events.
 unsafe extern "C" fn on_async_event(arg: *mut c_void) {
-    // SAFETY: the registration holds a reference to the port.
-    let port = unsafe { &*(arg as *const Port) };
+    // SAFETY: the registration holds a reference to the port; take another
+    // for the recovery thread.
+    let port = unsafe {
+        Arc::increment_strong_count(arg as *const Port);
+        Arc::from_raw(arg as *const Port)
+    };
     loop {
-        let ctx = port.ctx.load(std::sync::atomic::Ordering::Acquire);
+        let ctx = port.ctx.load(Ordering::Acquire);
         if ctx.is_null() {
             return;
         }
@@ -125,20 +208,42 @@ unsafe extern "C" fn on_async_event(arg: *mut c_void) {
 }
 
 /// Points the interrupt handle's event fds at the rx queues' completion
-/// channels (`intr_conf.rxq`).
-pub fn enable_rx_vectors(port: &Port, fds: &[c_int]) -> Result<(), c_int> {
-    let h = port.intr.load(std::sync::atomic::Ordering::Acquire);
-    disable_rx_vectors(port);
-    let n = fds.len().min(ffi::RTE_MAX_RXTX_INTR_VEC_ID as usize);
-    for &fd in &fds[..n] {
-        set_nonblocking(fd).map_err(|e| -(e.raw_os_error().unwrap_or(libc::EIO)))?;
+/// channels (`intr_conf.rxq`). Each queue's event fd is an epoll fd of the
+/// driver's that watches the queue's current channel: it stays the same
+/// across device resets, so an application's epoll registrations
+/// (`rte_eth_dev_rx_intr_ctl_q`) survive them.
+pub fn enable_rx_vectors(port: &Port, channel_fds: &[c_int]) -> Result<(), c_int> {
+    let h = port.intr.handle;
+    let n = channel_fds
+        .len()
+        .min(ffi::RTE_MAX_RXTX_INTR_VEC_ID as usize);
+    let mut epfds = port.rx_epfds.lock().unwrap_or_else(|e| e.into_inner());
+    while epfds.len() < n {
+        // SAFETY: creates a descriptor the port owns.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(-libc::EMFILE);
+        }
+        epfds.push(fd);
+    }
+    for (i, &ch) in channel_fds[..n].iter().enumerate() {
+        set_nonblocking(ch).map_err(|e| -(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: i as u64,
+        };
+        // SAFETY: both descriptors are open; the old channel left the set
+        // when it was closed.
+        if unsafe { libc::epoll_ctl(epfds[i], libc::EPOLL_CTL_ADD, ch, &mut ev) } != 0 {
+            return Err(-libc::EIO);
+        }
     }
     // SAFETY: configuring our own handle.
     unsafe {
         if ffi::rte_intr_vec_list_alloc(h, std::ptr::null(), n as c_int) != 0 {
             return Err(-libc::ENOMEM);
         }
-        for (i, &fd) in fds[..n].iter().enumerate() {
+        for (i, &fd) in epfds[..n].iter().enumerate() {
             ffi::rte_intr_vec_list_index_set(
                 h,
                 i as c_int,
@@ -152,16 +257,26 @@ pub fn enable_rx_vectors(port: &Port, fds: &[c_int]) -> Result<(), c_int> {
     Ok(())
 }
 
+/// Forgets the rx vectors of a stopped port (the epoll fds stay for the
+/// next start; they are closed with the port).
 pub fn disable_rx_vectors(port: &Port) {
-    let h = port.intr.load(std::sync::atomic::Ordering::Acquire);
-    if h.is_null() {
-        return;
-    }
-    // SAFETY: resetting our own handle's vectors.
+    // SAFETY: resetting our own handle's vector list.
     unsafe {
-        ffi::rte_intr_free_epoll_fd(h);
-        ffi::rte_intr_vec_list_free(h);
-        ffi::rte_intr_nb_efd_set(h, 0);
+        ffi::rte_intr_vec_list_free(port.intr.handle);
+        ffi::rte_intr_nb_efd_set(port.intr.handle, 0);
+    }
+}
+
+/// Closes the rx interrupt epoll fds (port close).
+pub fn close_rx_fds(port: &Port) {
+    for fd in port
+        .rx_epfds
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain(..)
+    {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
     }
 }
 
@@ -185,7 +300,11 @@ pub unsafe extern "C" fn rx_queue_intr_disable(dev: *mut rte_eth_dev, qid: u16) 
     // SAFETY: a live ethdev of ours.
     let port = unsafe { Port::of(dev) };
     let ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    match ctrl.rx_channel(usize::from(qid)) {
+    match ctrl
+        .running
+        .as_ref()
+        .and_then(|r| r.rx_channel(usize::from(qid)))
+    {
         Some(ch) if ch.take_event() => 0,
         Some(_) => -libc::EAGAIN,
         None => -libc::EINVAL,

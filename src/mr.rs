@@ -67,6 +67,11 @@ impl Cache {
         None
     }
 
+    /// Forgets every entry (the registrations are gone with the device).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
     pub fn insert(&mut self, r: Region) {
         let n = (self.len as usize).min(Self::SIZE - 1);
         self.entries.copy_within(0..n, 1);

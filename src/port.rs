@@ -7,12 +7,13 @@ use crate::sysfs::PortNetdev;
 use crate::verbs::{Context, DeviceInfo, DeviceList, Pd};
 use ::log::{error, info};
 use std::ffi::{c_int, c_void, CString};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What probe found for one port.
 pub struct PortSpec {
     pub name: String,
+    pub pci: crate::sysfs::PciAddr,
     pub ib_index: usize,
     pub ib: DeviceInfo,
     pub ib_port: u32,
@@ -76,8 +77,13 @@ pub struct Port {
     pub mr: Mutex<crate::mr::Registry>,
     /// The open device context, for the interrupt thread (null while none).
     pub ctx: AtomicPtr<ffi::ibv_context>,
-    /// The async-event interrupt handle (null while not installed).
-    pub intr: AtomicPtr<ffi::rte_intr_handle>,
+    pub intr: crate::intr::Intr,
+    /// Per-queue epoll fds standing in for the completion channels.
+    pub rx_epfds: Mutex<Vec<c_int>>,
+    /// Deepest queue libmana accepts (see `queues::probe_max_desc`).
+    pub max_desc: AtomicU16,
+    pub pci: crate::sysfs::PciAddr,
+    pub reset: crate::reset::Reset,
 }
 
 // SAFETY: the raw eth_dev pointer refers to DPDK's static device array.
@@ -107,6 +113,7 @@ pub(crate) fn create(
 ) -> Result<(), c_int> {
     let PortSpec {
         name,
+        pci,
         ib_index,
         ib,
         ib_port,
@@ -144,6 +151,15 @@ pub(crate) fn create(
         (*(*eth_dev).data).port_id
     };
     let ctx = device.ctx.as_ptr();
+    let intr = match crate::intr::Intr::new() {
+        Ok(i) => i,
+        Err(e) => {
+            error!("{name}: cannot allocate an interrupt handle");
+            // SAFETY: releasing the port allocated above (frees mac_addrs).
+            unsafe { ffi::rte_eth_dev_release_port(eth_dev) };
+            return Err(e);
+        }
+    };
     let port = Arc::new(Port {
         eth_dev,
         port_id,
@@ -156,12 +172,17 @@ pub(crate) fn create(
         ctrl: Mutex::new(ethdev::Ctrl::new(device)),
         mr: Mutex::new(crate::mr::Registry::new()),
         ctx: AtomicPtr::new(ctx),
-        intr: AtomicPtr::new(std::ptr::null_mut()),
+        intr,
+        rx_epfds: Mutex::new(Vec::new()),
+        max_desc: AtomicU16::new(0),
+        pci,
+        reset: crate::reset::Reset::new(),
     });
     // SAFETY: the ethdev is ours until probing_finish publishes it.
     unsafe {
         (*eth_dev).process_private = Arc::into_raw(port.clone()) as *mut c_void;
         (*eth_dev).dev_ops = &ethdev::OPS;
+        (*eth_dev).intr_handle = port.intr.handle();
         ethdev::set_burst_stopped(eth_dev);
     }
     if let Err(e) = crate::intr::install(&port) {
@@ -174,9 +195,13 @@ pub(crate) fn create(
         return Err(e);
     }
     {
-        let mut ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-        ctrl.max_desc = Some(ethdev::probe_max_desc(&port, &ctrl));
+        let ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(dev) = ctrl.dev.as_ref() {
+            port.max_desc
+                .store(crate::queues::probe_max_desc(&port, dev), Ordering::Relaxed);
+        }
     }
+    crate::reset::watch_removal(&port);
     // SAFETY: publishes the port to applications.
     unsafe { ffi::rte_eth_dev_probing_finish(eth_dev) };
     let p = &port;
@@ -199,7 +224,9 @@ pub(crate) unsafe fn free_private(eth_dev: *mut ffi::rte_eth_dev) {
         if port.is_null() {
             return;
         }
-        crate::intr::uninstall(&*port);
+        crate::reset::unwatch_removal(&*port);
+        crate::intr::uninstall(&*port, true);
+        crate::intr::close_rx_fds(&*port);
         (*port).ctx.store(std::ptr::null_mut(), Ordering::Release);
         (*eth_dev).process_private = std::ptr::null_mut();
         drop(Arc::from_raw(port));

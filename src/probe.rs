@@ -97,6 +97,13 @@ pub(crate) fn pci_probe(dev: &mut ffi::rte_pci_device) -> c_int {
     }
 }
 
+/// This PCI function's directory in the sysfs tree EAL scans.
+pub fn pci_sysfs_dir(pci: &PciAddr) -> std::path::PathBuf {
+    // SAFETY: returns a static string.
+    let root = unsafe { CStr::from_ptr(ffi::rte_pci_get_sysfs_path()) };
+    Path::new(&*root.to_string_lossy()).join(pci.to_string())
+}
+
 fn explain_missing(pci: &PciAddr, infos: &[DeviceInfo]) {
     let seen = infos
         .iter()
@@ -158,6 +165,7 @@ fn probe_ports(
         }
         let spec = port::PortSpec {
             name: format!("{name}_port{ib_port}"),
+            pci,
             ib_index: index,
             ib: ib.clone(),
             ib_port,

@@ -1,29 +1,467 @@
-//! Device error handling mode reported to applications.
+//! Recovery from hardware service resets, and hot remove.
+//!
+//! Azure services MANA by tearing the RDMA device down: user space reads
+//! `IBV_EVENT_DEVICE_FATAL` on the async fd, doorbells go nowhere, and some
+//! seconds later the device comes back for the same PCI function (possibly
+//! under a new name). The flow:
+//!
+//! 1. EAL interrupt thread ([`on_device_fatal`]): mark the port recovering,
+//!    close every queue's burst gate (waiting out bursts in flight), defer
+//!    the removal of its own event handler, emit `ERR_RECOVERING` with no
+//!    lock held, then start the recovery thread. Nothing there calls verbs.
+//! 2. Recovery thread ([`recover`]): take the queues' verbs objects and the
+//!    device out of the control state (lock held only for the moves), destroy
+//!    them without a lock, free every mbuf, watch for the device to return
+//!    (bounded, cancellable), reopen it for the same PCI address and MAC,
+//!    rebuild the queues from the configuration ethdev promises to keep,
+//!    reopen the gates, and emit `RECOVERY_SUCCESS` — or `RECOVERY_FAILED`
+//!    (plus `INTR_RMV` if the function was removed) — after every lock is
+//!    dropped. The port keeps its port id throughout.
+//!
+//! Every lock is taken and released in one function; events are emitted only
+//! with no driver lock held, so callbacks may stop, close or remove the port
+//! from any thread, including this one.
 
 use crate::ffi;
+use crate::port::{Device, Port};
+use crate::queues::{self, Plan};
+use crate::sysfs;
+use crate::verbs::DeviceList;
+use ::log::{error, info, warn};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{JoinHandle, ThreadId};
+use std::time::{Duration, Instant};
 
-/// Until recovery from service resets lands, a fatal device event stops the
-/// port's data path and is reported as a removal (`RTE_ETH_EVENT_INTR_RMV`).
-pub const ERR_HANDLE_MODE: ffi::rte_eth_err_handle_mode = ffi::RTE_ETH_ERROR_HANDLE_MODE_NONE;
+pub const ERR_HANDLE_MODE: ffi::rte_eth_err_handle_mode = ffi::RTE_ETH_ERROR_HANDLE_MODE_PROACTIVE;
 
-/// EAL interrupt thread: the device is gone (service reset or hot remove).
-/// Stops the data path and tells the application the port was removed,
-/// as DPDK 22.11's netvsc expects, when it asked for removal events.
-pub fn on_device_fatal(port: &crate::port::Port) {
-    ::log::error!(
-        "{}: the device reported a fatal error (service reset or removal); the port stops",
+/// How long a reset may keep the device away before recovery gives up.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often the recovery thread looks for the device.
+const POLL: Duration = Duration::from_millis(50);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Active,
+    Recovering,
+    /// Recovery failed or the function was removed: only stop/close work.
+    Failed,
+    /// The port was closed (a recovery in progress was cancelled).
+    Closed,
+}
+
+struct State {
+    phase: Phase,
+    cancel: bool,
+    thread: Option<(JoinHandle<()>, ThreadId)>,
+}
+
+/// A port's reset state machine.
+pub struct Reset {
+    state: Mutex<State>,
+    changed: Condvar,
+    /// The PCI function went away (device event, or its sysfs entry).
+    removed: AtomicBool,
+    timeout: Duration,
+}
+
+impl Reset {
+    pub fn new() -> Reset {
+        let timeout = std::env::var("NET_MANA_RESET_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_TIMEOUT);
+        Reset {
+            state: Mutex::new(State {
+                phase: Phase::Active,
+                cancel: false,
+                thread: None,
+            }),
+            changed: Condvar::new(),
+            removed: AtomicBool::new(false),
+            timeout,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.lock().phase
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        self.lock().phase = phase;
+        self.changed.notify_all();
+    }
+
+    fn cancelled(&self) -> bool {
+        self.lock().cancel
+    }
+
+    pub fn mark_removed(&self) {
+        self.removed.store(true, Ordering::Release);
+    }
+
+    /// For `dev_close`: stops a recovery in progress. Waits for the recovery
+    /// thread to finish unless called on it, or on the interrupt thread
+    /// before it was started (which then sees the cancel and starts none).
+    pub fn cancel_and_wait(&self) {
+        let me = std::thread::current().id();
+        // SAFETY: FFI query.
+        let on_intr = unsafe { ffi::rte_thread_is_intr() } != 0;
+        let mut st = self.lock();
+        st.cancel = true;
+        loop {
+            match st.thread.take() {
+                Some((h, id)) if id != me => {
+                    drop(st);
+                    let _ = h.join();
+                    st = self.lock();
+                }
+                Some(t) => {
+                    // Closing from our own event callback: nothing to wait for.
+                    st.thread = Some(t);
+                    break;
+                }
+                None if st.phase == Phase::Recovering && !on_intr => {
+                    // The interrupt thread is about to start (or skip) it.
+                    st = self
+                        .changed
+                        .wait_timeout(st, Duration::from_millis(100))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+                None => break,
+            }
+        }
+        st.phase = Phase::Closed;
+        drop(st);
+        self.changed.notify_all();
+    }
+}
+
+impl Default for Reset {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn emit(port: &Port, event: ffi::rte_eth_event_type) {
+    // SAFETY: the port's ethdev is live (the port is not closed: callers
+    // check the phase); no driver lock is held, as callbacks may re-enter.
+    unsafe { ffi::rte_eth_dev_callback_process(port.eth_dev, event, std::ptr::null_mut()) };
+}
+
+/// EAL interrupt thread: the device reported a fatal error.
+pub fn on_device_fatal(port: Arc<Port>) {
+    {
+        let mut st = port.reset.lock();
+        if st.phase != Phase::Active {
+            return;
+        }
+        st.phase = Phase::Recovering;
+        st.cancel = false;
+    }
+    warn!(
+        "{}: device reset (IBV_EVENT_DEVICE_FATAL): stopping traffic and recovering",
         port.name
     );
-    let d = port.data();
-    crate::ethdev::close_gates(d);
-    if d.dev_conf.intr_conf.rmv() != 0 {
-        // SAFETY: the port's live ethdev; no driver lock is held here.
-        unsafe {
-            ffi::rte_eth_dev_callback_process(
-                port.eth_dev,
-                ffi::RTE_ETH_EVENT_INTR_RMV,
-                std::ptr::null_mut(),
-            )
-        };
+    queues::close_gates(port.data());
+    // This handler's fd dies with the old context; it cannot unregister
+    // itself synchronously from inside its own callback.
+    crate::intr::uninstall(&port, false);
+    emit(&port, ffi::RTE_ETH_EVENT_ERR_RECOVERING);
+    let mut st = port.reset.lock();
+    if st.cancel {
+        // The application closed the port from the callback.
+        return;
     }
+    let p = port.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("mana-reset-{}", port.port_id))
+        .spawn(move || recover(p));
+    match spawned {
+        Ok(h) => {
+            let id = h.thread().id();
+            st.thread = Some((h, id));
+            drop(st);
+            port.reset.changed.notify_all();
+        }
+        Err(e) => {
+            st.phase = Phase::Failed;
+            drop(st);
+            port.reset.changed.notify_all();
+            error!("{}: cannot start the recovery thread: {e}", port.name);
+            emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
+        }
+    }
+}
+
+/// How a recovery ended.
+enum Outcome {
+    Recovered,
+    Failed(String),
+    Removed,
+    Cancelled,
+}
+
+/// The recovery thread.
+fn recover(port: Arc<Port>) {
+    let t0 = Instant::now();
+    let outcome = run(&port);
+    // Every lock is dropped here; the events may re-enter the driver.
+    match outcome {
+        Outcome::Recovered => {
+            port.reset.set_phase(Phase::Active);
+            info!(
+                "{}: recovered from the device reset in {:?}",
+                port.name,
+                t0.elapsed()
+            );
+            emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_SUCCESS);
+        }
+        Outcome::Failed(why) => {
+            port.reset.set_phase(Phase::Failed);
+            error!("{}: recovery failed: {why}; close the port", port.name);
+            emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
+        }
+        Outcome::Removed => {
+            port.reset.set_phase(Phase::Failed);
+            error!(
+                "{}: the PCI function was removed; close the port",
+                port.name
+            );
+            emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
+            if port.data().dev_conf.intr_conf.rmv() != 0 {
+                emit(&port, ffi::RTE_ETH_EVENT_INTR_RMV);
+            }
+        }
+        Outcome::Cancelled => info!("{}: recovery cancelled by close", port.name),
+    }
+}
+
+fn run(port: &Arc<Port>) -> Outcome {
+    teardown(port);
+    if port.reset.cancelled() {
+        return Outcome::Cancelled;
+    }
+    let dev = match wait_for_device(port) {
+        Ok(d) => d,
+        Err(o) => return o,
+    };
+    rebuild(port, dev)
+}
+
+/// Takes the dead device and its queues out of the control state and
+/// destroys them; frees every mbuf the queues held.
+fn teardown(port: &Port) {
+    let (running, dev) = {
+        let mut ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        (ctrl.running.take(), ctrl.dev.take())
+    };
+    crate::intr::disable_rx_vectors(port);
+    // Verbs destroys without a lock: the objects are ours alone now.
+    drop(running);
+    {
+        let _ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        let lost = queues::detach_all(port.data());
+        if lost > 0 {
+            warn!(
+                "{}: {lost} packets in flight were lost to the reset",
+                port.name
+            );
+        }
+    }
+    port.mr.lock().unwrap_or_else(|e| e.into_inner()).detach();
+    crate::intr::wait_released(port);
+    port.ctx.store(std::ptr::null_mut(), Ordering::Release);
+    drop(dev);
+}
+
+/// Polls for the RDMA device of the same PCI function with a port of the
+/// same MAC, and opens it.
+fn wait_for_device(port: &Port) -> Result<Device, Outcome> {
+    let deadline = Instant::now() + port.reset.timeout;
+    let pci_dir = crate::probe::pci_sysfs_dir(&port.pci);
+    loop {
+        if port.reset.cancelled() {
+            return Err(Outcome::Cancelled);
+        }
+        if port.reset.removed.load(Ordering::Acquire) || !pci_dir.exists() {
+            return Err(Outcome::Removed);
+        }
+        if let Some(dev) = find_device(port) {
+            return Ok(dev);
+        }
+        if Instant::now() > deadline {
+            return Err(Outcome::Failed(format!(
+                "the device did not come back within {:?}",
+                port.reset.timeout
+            )));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+fn find_device(port: &Port) -> Option<Device> {
+    let list = DeviceList::get().ok()?;
+    let infos = list.infos();
+    let index = infos
+        .iter()
+        .position(|d| sysfs::ib_device_pci_addr(&d.ibdev_path) == Some(port.pci))?;
+    let netdev = sysfs::port_netdev(&infos[index].ibdev_path, port.ib_port)?;
+    if netdev.mac != port.netdev.mac {
+        warn!(
+            "{}: IB port {} came back with MAC {}, not {}; waiting",
+            port.name, port.ib_port, netdev.mac, port.netdev.mac
+        );
+        return None;
+    }
+    match Device::open(&list, index, port.ib_port) {
+        Ok(d) => {
+            info!("{}: device is back as {}", port.name, infos[index].name);
+            Some(d)
+        }
+        Err(e) => {
+            warn!(
+                "{}: reopening {}: {e}; retrying",
+                port.name, infos[index].name
+            );
+            None
+        }
+    }
+}
+
+/// Installs the new device and, if the application had the port started,
+/// rebuilds the queues and reopens the gates.
+fn rebuild(port: &Arc<Port>, dev: Device) -> Outcome {
+    port.ctx.store(dev.ctx.as_ptr(), Ordering::Release);
+    if let Err(e) = crate::intr::install(port) {
+        return Outcome::Failed(format!("device event handler: {e}"));
+    }
+    queues::register_all_pools(port, &dev);
+    let mut dev = Some(dev);
+    // The queue configuration may change under us (an application ignoring
+    // ERR_RECOVERING); retry on a stale plan, a few times.
+    for _ in 0..4 {
+        if port.reset.cancelled() {
+            return Outcome::Cancelled;
+        }
+        let plan = {
+            let mut ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+            if !ctrl.started {
+                ctrl.dev = dev.take();
+                return Outcome::Recovered;
+            }
+            match Plan::new(port, &ctrl) {
+                Ok(p) => p,
+                Err((m, _)) => return Outcome::Failed(m),
+            }
+        };
+        let d = dev.as_ref().expect("device kept until installed");
+        let built = match queues::build(port, d, &plan) {
+            Ok(b) => b,
+            Err((m, _)) => return Outcome::Failed(m),
+        };
+        let mut ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        if ctrl.generation != plan.generation || !ctrl.started {
+            drop(ctrl);
+            drop(built);
+            continue;
+        }
+        if let Err(((m, _), running)) = queues::attach(port, &mut ctrl, built) {
+            drop(ctrl);
+            drop(running);
+            return Outcome::Failed(m);
+        }
+        ctrl.dev = dev.take();
+        queues::open_gates(port.data());
+        return Outcome::Recovered;
+    }
+    Outcome::Failed(String::from(
+        "the queue configuration kept changing during recovery",
+    ))
+}
+
+/// EAL device-event callback: the PCI function is gone for good.
+pub fn on_device_removed(port: &Port) {
+    port.reset.mark_removed();
+    let phase = port.reset.phase();
+    if phase == Phase::Active {
+        port.reset.set_phase(Phase::Failed);
+        queues::close_gates(port.data());
+        error!(
+            "{}: the PCI function was removed; close the port",
+            port.name
+        );
+        if port.data().dev_conf.intr_conf.rmv() != 0 {
+            emit(port, ffi::RTE_ETH_EVENT_INTR_RMV);
+        }
+    }
+    // A recovery in progress sees `removed` and ends with RECOVERY_FAILED.
+}
+
+/// Subscribes to EAL's device events for the port's PCI function, so a hot
+/// remove is told apart from a service reset (the application must have
+/// called `rte_dev_event_monitor_start()`). The argument is the port id:
+/// the callback finds the port, if it still exists, through its ethdev.
+pub fn watch_removal(port: &Port) {
+    let name = std::ffi::CString::new(port.pci.to_string()).expect("no NUL in a PCI address");
+    // SAFETY: registers a plain function with a copied name.
+    let ret = unsafe {
+        ffi::rte_dev_event_callback_register(
+            name.as_ptr(),
+            Some(on_dev_event),
+            usize::from(port.port_id) as *mut std::ffi::c_void,
+        )
+    };
+    if ret < 0 && ret != -libc::EEXIST {
+        warn!(
+            "{}: no device-event callback ({ret}); hot remove is detected from sysfs only",
+            port.name
+        );
+    }
+}
+
+pub fn unwatch_removal(port: &Port) {
+    let name = std::ffi::CString::new(port.pci.to_string()).expect("no NUL in a PCI address");
+    // SAFETY: removes the registration made by `watch_removal`; -EAGAIN
+    // (the callback is running, maybe on this thread) leaves it to find no
+    // port next time.
+    unsafe {
+        ffi::rte_dev_event_callback_unregister(
+            name.as_ptr(),
+            Some(on_dev_event),
+            usize::from(port.port_id) as *mut std::ffi::c_void,
+        )
+    };
+}
+
+unsafe extern "C" fn on_dev_event(
+    _name: *const std::ffi::c_char,
+    event: ffi::rte_dev_event_type,
+    arg: *mut std::ffi::c_void,
+) {
+    if event != ffi::RTE_DEV_EVENT_REMOVE {
+        return;
+    }
+    let port_id = arg as usize;
+    // SAFETY: rte_eth_devices has RTE_MAX_ETHPORTS entries; a port of ours
+    // has a Port in process_private until it is closed.
+    let p = unsafe {
+        let dev = (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(port_id);
+        if !std::ptr::eq((*dev).dev_ops, &crate::ethdev::OPS) {
+            return;
+        }
+        (*dev).process_private as *const Port
+    };
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: checked above; the port is not closed while EAL runs its
+    // device callbacks on this thread.
+    on_device_removed(unsafe { &*p });
 }

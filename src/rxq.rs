@@ -166,6 +166,7 @@ impl RxQueue {
     pub unsafe fn free(q: *mut RxQueue) {
         // SAFETY: per the contract.
         unsafe {
+            (*q).st.detach();
             ffi::rte_free((*q).st.desc as *mut c_void);
             ptr::drop_in_place(q);
             ffi::rte_free(q as *mut c_void);
@@ -221,6 +222,7 @@ impl RxState {
         self.rq = WorkQueue::empty();
         self.cq = CompQueue::empty();
         self.db = ptr::null_mut();
+        self.mr.clear();
         self.cq_db = ptr::null_mut();
         self.pending = None;
         n
@@ -262,7 +264,7 @@ impl RxState {
                 let addr = unsafe { (*m).buf_addr as usize } + ffi::RTE_PKTMBUF_HEADROOM as usize;
                 let lkey = match self.mr.lookup(addr, self.buf_len as usize) {
                     Some(k) => k,
-                    None => match crate::ethdev::register_memory(
+                    None => match crate::queues::register_memory(
                         self.port_id,
                         addr,
                         self.buf_len as usize,

@@ -179,7 +179,7 @@ impl TxQueue {
     pub unsafe fn free(q: *mut TxQueue) {
         // SAFETY: per the contract.
         unsafe {
-            debug_assert!((*q).st.desc_len == 0);
+            (*q).st.detach();
             ffi::rte_free((*q).st.desc as *mut c_void);
             ptr::drop_in_place(q);
             ffi::rte_free(q as *mut c_void);
@@ -230,6 +230,7 @@ impl TxState {
         self.sq = WorkQueue::empty();
         self.cq = CompQueue::empty();
         self.db = ptr::null_mut();
+        self.mr.clear();
         n
     }
 
@@ -315,7 +316,7 @@ impl TxState {
         match self.mr.lookup(addr, len) {
             Some(k) => Some(k),
             None => {
-                let r = crate::ethdev::register_memory(self.port_id, addr, len)?;
+                let r = crate::queues::register_memory(self.port_id, addr, len)?;
                 self.mr.insert(r);
                 Some(r.lkey)
             }

@@ -1,0 +1,135 @@
+//! RSS configuration: the Toeplitz key, the hash types, and the 64-entry
+//! redirection table, kept across stop/start and device resets.
+
+use crate::consts::*;
+use crate::ffi;
+
+pub const RETA_SIZE: usize = 64;
+
+/// RSS types the device hashes.
+pub const RSS_OFFLOADS: u64 = RSS_IPV4
+    | RSS_FRAG_IPV4
+    | RSS_NONFRAG_IPV4_TCP
+    | RSS_NONFRAG_IPV4_UDP
+    | RSS_NONFRAG_IPV4_OTHER
+    | RSS_IPV6
+    | RSS_FRAG_IPV6
+    | RSS_NONFRAG_IPV6_TCP
+    | RSS_NONFRAG_IPV6_UDP;
+
+/// The RSS configuration a port keeps across stop/start and resets.
+#[derive(Clone)]
+pub struct Rss {
+    pub key: [u8; 40],
+    pub hf: u64,
+    /// The queue each of the 64 hardware entries sends to.
+    pub reta: [u16; RETA_SIZE],
+}
+
+impl Rss {
+    pub fn new() -> Rss {
+        Rss {
+            key: gdma::DPDK_MANA_DEFAULT_RSS_KEY,
+            hf: RSS_IPV4
+                | RSS_NONFRAG_IPV4_TCP
+                | RSS_NONFRAG_IPV4_UDP
+                | RSS_IPV6
+                | RSS_NONFRAG_IPV6_TCP
+                | RSS_NONFRAG_IPV6_UDP,
+            reta: [0; RETA_SIZE],
+        }
+    }
+
+    /// libibverbs hash fields for DPDK RSS types.
+    pub fn verbs_fields(&self) -> u64 {
+        let v4 = (ffi::IBV_RX_HASH_SRC_IPV4 | ffi::IBV_RX_HASH_DST_IPV4) as u64;
+        let v6 = (ffi::IBV_RX_HASH_SRC_IPV6 | ffi::IBV_RX_HASH_DST_IPV6) as u64;
+        let tcp = (ffi::IBV_RX_HASH_SRC_PORT_TCP | ffi::IBV_RX_HASH_DST_PORT_TCP) as u64;
+        let udp = (ffi::IBV_RX_HASH_SRC_PORT_UDP | ffi::IBV_RX_HASH_DST_PORT_UDP) as u64;
+        let hf = self.hf;
+        let mut f = 0;
+        if hf
+            & (RSS_IPV4
+                | RSS_FRAG_IPV4
+                | RSS_NONFRAG_IPV4_OTHER
+                | RSS_NONFRAG_IPV4_TCP
+                | RSS_NONFRAG_IPV4_UDP)
+            != 0
+        {
+            f |= v4;
+        }
+        if hf & (RSS_IPV6 | RSS_FRAG_IPV6 | RSS_NONFRAG_IPV6_TCP | RSS_NONFRAG_IPV6_UDP) != 0 {
+            f |= v6;
+        }
+        if hf & (RSS_NONFRAG_IPV4_TCP | RSS_NONFRAG_IPV6_TCP) != 0 {
+            f |= tcp;
+        }
+        if hf & (RSS_NONFRAG_IPV4_UDP | RSS_NONFRAG_IPV6_UDP) != 0 {
+            f |= udp;
+        }
+        f
+    }
+
+    /// The device repeats its list of receive queues over the 64 entries,
+    /// so a table must repeat with period `n` and name each queue once per
+    /// period; returns that list.
+    pub fn queue_order(reta: &[u16; RETA_SIZE], n: usize) -> Result<Vec<u16>, String> {
+        let order: Vec<u16> = reta[..n.min(RETA_SIZE)].to_vec();
+        let mut seen = vec![false; n];
+        for &q in &order {
+            if usize::from(q) >= n || std::mem::replace(&mut seen[usize::from(q)], true) {
+                return Err(format!(
+                    "entries 0..{n} must name each of the {n} receive queues exactly once (got {order:?})"
+                ));
+            }
+        }
+        if let Some(i) = (n..RETA_SIZE).find(|&i| reta[i] != reta[i % n]) {
+            return Err(format!(
+                "MANA repeats the queue list every {n} entries: entry {i} must equal entry {} ({}), not {}",
+                i % n,
+                reta[i % n],
+                reta[i]
+            ));
+        }
+        Ok(order)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reta_must_repeat_a_permutation_of_the_queues() {
+        let mut reta = [0u16; RETA_SIZE];
+        for (i, e) in reta.iter_mut().enumerate() {
+            *e = [2, 0, 3, 1][i % 4];
+        }
+        assert_eq!(Rss::queue_order(&reta, 4).unwrap(), vec![2, 0, 3, 1]);
+        reta[9] = 2;
+        let e = Rss::queue_order(&reta, 4).unwrap_err();
+        assert_eq!(
+            e,
+            "MANA repeats the queue list every 4 entries: entry 9 must equal entry 1 (0), not 2"
+        );
+        reta[9] = 0;
+        reta[1] = 2;
+        reta[5] = 2;
+        assert!(Rss::queue_order(&reta, 4)
+            .unwrap_err()
+            .contains("exactly once"));
+    }
+
+    #[test]
+    fn rss_types_map_to_verbs_hash_fields() {
+        let mut r = Rss::new();
+        r.hf = RSS_IPV6;
+        assert_eq!(
+            r.verbs_fields(),
+            (ffi::IBV_RX_HASH_SRC_IPV6 | ffi::IBV_RX_HASH_DST_IPV6) as u64,
+            "both IPv6 addresses, unlike the C driver"
+        );
+        r.hf = RSS_NONFRAG_IPV4_UDP;
+        assert_eq!(r.verbs_fields(), 0x1 | 0x2 | 0x40 | 0x80);
+    }
+}
