@@ -16,6 +16,7 @@ pub mod control;
 pub mod device;
 pub mod doorbell;
 pub mod ffi;
+pub mod harness;
 pub mod mem;
 pub mod pkt;
 pub mod sysfs;

@@ -324,3 +324,101 @@ mod tests {
         assert_eq!(csum_fold(csum_add(0, &d)), 0xddf2);
     }
 }
+
+/// Test-frame builders (valid checksums).
+pub mod build {
+    use super::*;
+
+    fn eth(dst: [u8; 6], src: [u8; 6], ethertype: u16) -> Vec<u8> {
+        let mut f = Vec::with_capacity(128);
+        f.extend_from_slice(&dst);
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f
+    }
+
+    fn ipv4_hdr(f: &mut Vec<u8>, proto: u8, src: [u8; 4], dst: [u8; 4], payload: usize, id: u16) {
+        let l3 = f.len();
+        f.extend_from_slice(&[0x45, 0]);
+        f.extend_from_slice(&((20 + payload) as u16).to_be_bytes());
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(&[0x40, 0, 64, proto, 0, 0]);
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&dst);
+        fill_ipv4_csum(f, l3);
+    }
+
+    /// Ethernet / IPv4 / UDP with `payload_len` bytes of pattern.
+    #[allow(clippy::too_many_arguments)]
+    pub fn udp4(
+        dst: [u8; 6],
+        src: [u8; 6],
+        sip: [u8; 4],
+        dip: [u8; 4],
+        sport: u16,
+        dport: u16,
+        payload_len: usize,
+    ) -> Vec<u8> {
+        let mut f = eth(dst, src, ETH_P_IP);
+        ipv4_hdr(&mut f, IPPROTO_UDP, sip, dip, 8 + payload_len, sport);
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&((8 + payload_len) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend((0..payload_len).map(|i| (i as u8).wrapping_mul(7)));
+        let l = parse(&f).unwrap();
+        fill_l4_csum_full(&mut f, &l);
+        f
+    }
+
+    /// Ethernet / IPv4 / TCP (ACK|PSH) with `payload_len` bytes of pattern.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tcp4(
+        dst: [u8; 6],
+        src: [u8; 6],
+        sip: [u8; 4],
+        dip: [u8; 4],
+        sport: u16,
+        dport: u16,
+        seq: u32,
+        payload_len: usize,
+    ) -> Vec<u8> {
+        let mut f = eth(dst, src, ETH_P_IP);
+        ipv4_hdr(&mut f, IPPROTO_TCP, sip, dip, 20 + payload_len, 1);
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&seq.to_be_bytes());
+        f.extend_from_slice(&0u32.to_be_bytes());
+        f.extend_from_slice(&[0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        f.extend((0..payload_len).map(|i| (i as u8).wrapping_mul(13)));
+        let l = parse(&f).unwrap();
+        fill_l4_csum_full(&mut f, &l);
+        f
+    }
+
+    /// Ethernet / IPv6 / UDP.
+    pub fn udp6(
+        dst: [u8; 6],
+        src: [u8; 6],
+        sip: [u8; 16],
+        dip: [u8; 16],
+        sport: u16,
+        dport: u16,
+        payload_len: usize,
+    ) -> Vec<u8> {
+        let mut f = eth(dst, src, ETH_P_IPV6);
+        f.extend_from_slice(&[0x60, 0, 0, 0]);
+        f.extend_from_slice(&((8 + payload_len) as u16).to_be_bytes());
+        f.extend_from_slice(&[IPPROTO_UDP, 64]);
+        f.extend_from_slice(&sip);
+        f.extend_from_slice(&dip);
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&((8 + payload_len) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend((0..payload_len).map(|i| i as u8));
+        let l = parse(&f).unwrap();
+        fill_l4_csum_full(&mut f, &l);
+        f
+    }
+}

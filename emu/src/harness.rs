@@ -1,0 +1,565 @@
+//! Running `dpdk-testpmd` on the emulated device: configuration, launch,
+//! interactive commands, stats parsing and the device's counters.
+//!
+//! Used by the upstream-C-driver tests in `emu/tests/` and meant for the
+//! Rust PMD's tests too: pass its plugin with [`Testpmd::builder`]'s
+//! `driver(...)` (e.g. `target/<profile>/librte_net_mana.so`) instead of
+//! [`upstream_c_driver`].
+//!
+//! ```no_run
+//! use mana_emu::harness::*;
+//! let env = EmuEnv::new("doc", mana_emu::Config::default_single()).unwrap();
+//! let mut t = Testpmd::builder(&env).driver(upstream_c_driver().unwrap()).args(&["--forward-mode=txonly"]).spawn().unwrap();
+//! t.cmd("start").unwrap();
+//! let stats = t.port_stats(0).unwrap();
+//! let dev = t.device_counters().unwrap();
+//! ```
+
+use crate::config::Config;
+use crate::control::{self, Request};
+use crate::device::{Counters, Fault, Trigger};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The repository root (parent of `emu/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `target/<profile>/` of the running test binary.
+pub fn target_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut d = exe.parent().unwrap().to_path_buf();
+    if d.ends_with("deps") {
+        d.pop();
+    }
+    d
+}
+
+/// The preload library, built by cargo next to the test binary.
+pub fn emu_lib_path() -> Result<PathBuf, String> {
+    let p = target_profile_dir().join("libmana_emu.so");
+    if p.exists() {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{} not built (cargo build -p mana-emu)",
+            p.display()
+        ))
+    }
+}
+
+/// Builds (once) and returns the upstream C driver plugin of the installed
+/// DPDK version (`tests/upstream/build-c-driver.sh`).
+pub fn upstream_c_driver() -> Result<PathBuf, String> {
+    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
+    let mut g = BUILT.lock().unwrap();
+    if let Some(p) = &*g {
+        return Ok(p.clone());
+    }
+    let script = repo_root().join("tests/upstream/build-c-driver.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "build-c-driver.sh failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let path = PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim(),
+    );
+    *g = Some(path.clone());
+    Ok(path)
+}
+
+/// The testpmd queue-state shim for the 22.11.x C driver (see
+/// `tests/upstream/queue-state-shim.c`); built by `upstream_c_driver`.
+pub fn queue_state_shim() -> Result<PathBuf, String> {
+    let d = upstream_c_driver()?;
+    Ok(d.parent().unwrap().join("libtestpmd_qstate_shim.so"))
+}
+
+pub fn testpmd_available() -> bool {
+    Command::new("dpdk-testpmd")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// A private directory with the configuration, sysfs trees and run dir of
+/// one emulated setup.
+pub struct EmuEnv {
+    pub dir: PathBuf,
+    pub config: Config,
+    pub config_path: PathBuf,
+}
+
+impl EmuEnv {
+    /// Creates `/tmp/mana-emu-<name>-<pid>/` with `config` re-rooted into it.
+    pub fn new(name: &str, mut config: Config) -> Result<EmuEnv, String> {
+        let dir = std::env::temp_dir().join(format!("mana-emu-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        config.options.sysfs_root = dir.join("sys");
+        config.options.run_dir = dir.join("run");
+        if config.options.counters_dump.is_none() {
+            config.options.counters_dump = Some(dir.join("counters.json"));
+        }
+        let config_path = dir.join("config.toml");
+        std::fs::write(&config_path, config.to_toml()).map_err(|e| e.to_string())?;
+        crate::sysfs::create_all(&config).map_err(|e| format!("sysfs: {e}"))?;
+        Ok(EmuEnv {
+            dir,
+            config,
+            config_path,
+        })
+    }
+
+    pub fn pci_devices(&self) -> PathBuf {
+        self.config.pci_devices_dir()
+    }
+
+    /// Counters written by the emulator at process exit.
+    pub fn exit_counters(&self) -> Result<Counters, String> {
+        let p = self.config.options.counters_dump.clone().unwrap();
+        let s = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        serde_json::from_str(&s).map_err(|e| e.to_string())
+    }
+}
+
+impl Drop for EmuEnv {
+    fn drop(&mut self) {
+        if std::env::var_os("MANA_EMU_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// testpmd's "show port stats" numbers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub rx_missed: u64,
+    pub rx_bytes: u64,
+    pub rx_errors: u64,
+    pub rx_nombuf: u64,
+    pub tx_packets: u64,
+    pub tx_errors: u64,
+    pub tx_bytes: u64,
+}
+
+/// Per-stream forward stats printed by `stop` when there are more streams
+/// than ports: (rx port, rx queue, tx port, tx queue, rx packets, tx packets, dropped).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    pub rx_port: u16,
+    pub rx_queue: u16,
+    pub tx_port: u16,
+    pub tx_queue: u16,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub tx_dropped: u64,
+}
+
+fn num_after(line: &str, key: &str) -> Option<u64> {
+    let i = line.find(key)? + key.len();
+    line[i..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Parses the "NIC statistics for port N" block of `show port stats N`.
+pub fn parse_port_stats(text: &str, port: u16) -> Option<PortStats> {
+    let hdr = format!("NIC statistics for port {port} ");
+    let start = text.rfind(&hdr)?;
+    let block = &text[start..];
+    let end = block.find("Throughput").unwrap_or(block.len());
+    let block = &block[..end];
+    let mut s = PortStats::default();
+    for l in block.lines() {
+        if l.contains("RX-packets:") {
+            s.rx_packets = num_after(l, "RX-packets:")?;
+            s.rx_missed = num_after(l, "RX-missed:")?;
+            s.rx_bytes = num_after(l, "RX-bytes:")?;
+        } else if l.contains("RX-errors:") {
+            s.rx_errors = num_after(l, "RX-errors:")?;
+        } else if l.contains("RX-nombuf:") {
+            s.rx_nombuf = num_after(l, "RX-nombuf:")?;
+        } else if l.contains("TX-packets:") {
+            s.tx_packets = num_after(l, "TX-packets:")?;
+            s.tx_errors = num_after(l, "TX-errors:")?;
+            s.tx_bytes = num_after(l, "TX-bytes:")?;
+        }
+    }
+    Some(s)
+}
+
+/// Parses every "Forward Stats for RX Port=.. /Queue=.. -> TX Port=../Queue=.." block.
+pub fn parse_stream_stats(text: &str) -> Vec<StreamStats> {
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        if let Some(p) = l.find("Forward Stats for RX Port=") {
+            let s = &l[p..];
+            let nums: Vec<u64> = s
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|x| !x.is_empty())
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            if nums.len() < 4 {
+                continue;
+            }
+            let Some(next) = lines.get(i + 1) else {
+                continue;
+            };
+            out.push(StreamStats {
+                rx_port: nums[0] as u16,
+                rx_queue: nums[1] as u16,
+                tx_port: nums[2] as u16,
+                tx_queue: nums[3] as u16,
+                rx_packets: num_after(next, "RX-packets:").unwrap_or(0),
+                tx_packets: num_after(next, "TX-packets:").unwrap_or(0),
+                tx_dropped: num_after(next, "TX-dropped:").unwrap_or(0),
+            });
+        }
+    }
+    out
+}
+
+pub struct TestpmdBuilder<'a> {
+    env: &'a EmuEnv,
+    driver: Option<PathBuf>,
+    preload_extra: Vec<PathBuf>,
+    eal: Vec<String>,
+    args: Vec<String>,
+    lcores: String,
+    devargs: Vec<String>,
+    timeout: Duration,
+}
+
+impl<'a> TestpmdBuilder<'a> {
+    /// The PMD plugin passed with `-d` (must not be in a world-writable dir).
+    pub fn driver(mut self, p: PathBuf) -> Self {
+        self.driver = Some(p);
+        self
+    }
+    /// Another library to LD_PRELOAD after `libmana_emu.so`.
+    pub fn preload(mut self, p: PathBuf) -> Self {
+        self.preload_extra.push(p);
+        self
+    }
+    /// Extra EAL arguments.
+    pub fn eal(mut self, a: &[&str]) -> Self {
+        self.eal.extend(a.iter().map(|s| s.to_string()));
+        self
+    }
+    /// testpmd application arguments (after `--`).
+    pub fn args(mut self, a: &[&str]) -> Self {
+        self.args.extend(a.iter().map(|s| s.to_string()));
+        self
+    }
+    pub fn lcores(mut self, l: &str) -> Self {
+        self.lcores = l.into();
+        self
+    }
+    /// `-a` device arguments; defaults to every configured adapter.
+    pub fn device(mut self, d: &str) -> Self {
+        self.devargs.push(d.into());
+        self
+    }
+    /// Hard limit for the whole run (the process is killed after it).
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+
+    pub fn spawn(self) -> Result<Testpmd, String> {
+        let emu = emu_lib_path()?;
+        let mut preload = vec![emu.display().to_string()];
+        preload.extend(self.preload_extra.iter().map(|p| p.display().to_string()));
+        static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let prefix = format!(
+            "manaemu{}-{}",
+            std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed)
+        );
+        // stdout is a pipe: make testpmd's printf output line-buffered so
+        // replies arrive before the next prompt (stdbuf execs, same pid).
+        let mut cmd = Command::new("stdbuf");
+        cmd.args(["-oL", "-eL", "dpdk-testpmd"]);
+        cmd.args(["--no-huge", "-m", "1024", "--iova-mode=va", "--file-prefix"])
+            .arg(&prefix);
+        cmd.args(["-l", &self.lcores]);
+        if let Some(d) = &self.driver {
+            cmd.arg("-d").arg(d);
+        }
+        if self.devargs.is_empty() {
+            for a in &self.env.config.adapters {
+                cmd.arg("-a").arg(&a.pci);
+            }
+        } else {
+            for d in &self.devargs {
+                cmd.arg("-a").arg(d);
+            }
+        }
+        cmd.args(&self.eal);
+        cmd.arg("--");
+        cmd.args(["-i", "--total-num-mbufs=8192"]);
+        cmd.args(&self.args);
+        cmd.env("LD_PRELOAD", preload.join(" "));
+        cmd.env("MANA_EMU_CONFIG", &self.env.config_path);
+        cmd.env("SYSFS_PCI_DEVICES", self.env.pci_devices());
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn dpdk-testpmd: {e}"))?;
+        let out = Arc::new(Mutex::new(String::new()));
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let out = out.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(stream);
+                let mut line = String::new();
+                while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                    out.lock().unwrap().push_str(&line);
+                    line.clear();
+                }
+            });
+        }
+        let stdin = child.stdin.take();
+        // Watchdog: every run is bounded, whatever the test does.
+        let done = Arc::new(AtomicBool::new(false));
+        {
+            let done = done.clone();
+            let pid = child.id() as libc::pid_t;
+            let deadline = Instant::now() + self.timeout;
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    if Instant::now() > deadline {
+                        // SAFETY: signalling the child we spawned (not yet reaped: `done` is set before wait).
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+        let t = Testpmd {
+            done,
+            child,
+            stdin,
+            out,
+            run_dir: self.env.config.options.run_dir.clone(),
+            started: Instant::now(),
+            deadline: Instant::now() + self.timeout,
+        };
+        let mut t = t;
+        t.cmd("")
+            .map_err(|e| format!("testpmd did not start: {e}"))?;
+        Ok(t)
+    }
+}
+
+/// A running interactive `dpdk-testpmd`.
+pub struct Testpmd {
+    done: Arc<AtomicBool>,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: Arc<Mutex<String>>,
+    run_dir: PathBuf,
+    pub started: Instant,
+    deadline: Instant,
+}
+
+impl Testpmd {
+    pub fn builder(env: &EmuEnv) -> TestpmdBuilder<'_> {
+        TestpmdBuilder {
+            env,
+            driver: None,
+            preload_extra: Vec::new(),
+            eal: Vec::new(),
+            args: Vec::new(),
+            lcores: "0,1".into(),
+            devargs: Vec::new(),
+            timeout: Duration::from_secs(120),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything testpmd printed so far.
+    pub fn output(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    /// Waits until the output (after `from` bytes) contains `pat`.
+    pub fn wait_for_from(
+        &self,
+        from: usize,
+        pat: &str,
+        timeout: Duration,
+    ) -> Result<String, String> {
+        let t0 = Instant::now();
+        loop {
+            {
+                let o = self.out.lock().unwrap();
+                if o.len() >= from && o[from..].contains(pat) {
+                    return Ok(o[from..].to_string());
+                }
+            }
+            if t0.elapsed() > timeout || Instant::now() > self.deadline {
+                return Err(format!(
+                    "timeout waiting for {pat:?}; output:\n{}",
+                    self.output()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn wait_for(&self, pat: &str, timeout: Duration) -> Result<String, String> {
+        self.wait_for_from(0, pat, timeout)
+    }
+
+    /// Sends one command and returns what it printed.
+    ///
+    /// With a pipe on stdin, testpmd's command line prints its prompt only
+    /// when the next input arrives, so the command is followed by an empty
+    /// line: its prompt, `"testpmd> \r\n"`, marks the end of the output.
+    pub fn cmd(&mut self, c: &str) -> Result<String, String> {
+        let from = self.out.lock().unwrap().len();
+        let stdin = self.stdin.as_mut().ok_or("stdin closed")?;
+        stdin
+            .write_all(format!("{c}\n\n").as_bytes())
+            .map_err(|e| e.to_string())?;
+        stdin.flush().map_err(|e| e.to_string())?;
+        let out = self.wait_for_from(from, "testpmd> \r\n", Duration::from_secs(60))?;
+        Ok(out)
+    }
+
+    pub fn port_stats(&mut self, port: u16) -> Result<PortStats, String> {
+        let o = self.cmd(&format!("show port stats {port}"))?;
+        parse_port_stats(&o, port).ok_or_else(|| format!("no stats in {o:?}"))
+    }
+
+    /// The emulator inside testpmd names its socket after testpmd's pid.
+    pub fn socket(&self) -> Result<PathBuf, String> {
+        Ok(control::socket_path(&self.run_dir, self.child.id()))
+    }
+
+    pub fn request(&self, req: &Request) -> Result<control::Reply, String> {
+        control::request(&self.socket()?, req)
+    }
+
+    /// The device's counters, read over the control socket.
+    pub fn device_counters(&self) -> Result<Counters, String> {
+        self.request(&Request::Counters)?
+            .counters
+            .ok_or_else(|| "no counters".into())
+    }
+
+    pub fn fault(&self, fault: Fault) -> Result<(), String> {
+        self.request(&Request::Fault {
+            fault,
+            trigger: Trigger::Now,
+        })
+        .map(|_| ())
+    }
+
+    pub fn inject(&self, mac: &str, frames: &[Vec<u8>]) -> Result<(), String> {
+        for chunk in frames.chunks(256) {
+            let frames = chunk.iter().map(|f| control::hex_encode(f)).collect();
+            self.request(&Request::Inject {
+                mac: mac.into(),
+                frames,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Polls the device counters until `pred` holds.
+    pub fn wait_device(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&Counters) -> bool,
+    ) -> Result<Counters, String> {
+        let t0 = Instant::now();
+        loop {
+            let c = self.device_counters()?;
+            if pred(&c) {
+                return Ok(c);
+            }
+            if t0.elapsed() > timeout {
+                return Err(format!("device counters never matched: {c:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `quit`, then waits for the process (killing it after `timeout`).
+    pub fn quit(mut self) -> Result<String, String> {
+        if let Some(mut s) = self.stdin.take() {
+            let _ = s.write_all(b"quit\n");
+        }
+        let t0 = Instant::now();
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(st)) => {
+                    self.done.store(true, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(50));
+                    let out = self.output();
+                    return if st.success() {
+                        Ok(out)
+                    } else {
+                        Err(format!("testpmd exited with {st}:\n{out}"))
+                    };
+                }
+                Ok(None) if t0.elapsed() < Duration::from_secs(30) => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    self.done.store(true, Ordering::Relaxed);
+                    return Err(format!("testpmd did not quit:\n{}", self.output()));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        self.done.store(true, Ordering::Relaxed);
+    }
+}
