@@ -20,6 +20,7 @@ pub mod harness;
 pub mod mem;
 pub mod pkt;
 pub mod sysfs;
+pub mod testing;
 pub mod verbs;
 pub mod wire;
 

@@ -1,9 +1,14 @@
 //! The device-side view of the GDMA / MANA wire formats.
 //!
 //! Bit positions follow Linux `include/net/mana/{gdma,mana}.h` (all
-//! little-endian, C bit-fields allocated from the LSB). These are small
-//! decode/encode helpers used by the device model; the shared typed
-//! definitions live in the `gdma` crate.
+//! little-endian, C bit-fields allocated from the LSB).
+//!
+//! What the device *writes* (CQEs) is encoded with the shared `gdma` crate
+//! types. What it *reads* from a driver (WQE headers, SGEs, TX OOBs) is
+//! decoded leniently here: real drivers leave garbage in fields the
+//! hardware ignores (DPDK >= 23.07 does not zero its TX OOB), so the device
+//! checks only what MANA checks. The decoders of this module ([`Cqe`]) are
+//! also an independent cross-check of `gdma`'s encoders in the tests.
 
 /// Doorbell register offsets within a doorbell page.
 pub const DB_SQ: usize = 0x000;
@@ -228,21 +233,30 @@ impl TxOob {
 
 /// `cqe_info` dword (byte 60 of a CQE).
 pub fn cqe_info(wq_num: u32, is_sq: bool, owner: u32) -> u32 {
-    (wq_num & 0xff_ffff) | (u32::from(is_sq) << 24) | ((owner & 7) << 29)
+    gdma::CqeInfo::new()
+        .with_wq_num(wq_num & 0xff_ffff)
+        .with_is_sq(is_sq)
+        .with_owner_bits((owner & 7) as u8)
+        .to_raw()
 }
 
 /// `struct mana_cqe_header`.
-pub fn cqe_header(cqe_type: u32, vendor_err: u32) -> u32 {
-    (cqe_type & 0x3f) | (MANA_CQE_COMPLETION << 6) | ((vendor_err & 0xff_ffff) << 8)
+pub fn cqe_header(cqe_type: u32, vendor_err: u32) -> gdma::CqeHeader {
+    gdma::CqeHeader::new()
+        .with_cqe_type_raw((cqe_type & 0x3f) as u8)
+        .with_client_type(gdma::MANA_CQE_COMPLETION)
+        .with_vendor_err(vendor_err & 0xff_ffff)
 }
 
 /// Builds the 60 data bytes of a TX completion (`struct mana_tx_comp_oob`).
 pub fn tx_comp(cqe_type: u32, vendor_err: u32, tx_wqe_offset: u32) -> [u8; 60] {
-    let mut d = [0u8; 60];
-    d[0..4].copy_from_slice(&cqe_header(cqe_type, vendor_err).to_le_bytes());
-    // tx_data_offset = 0; tx_sgl_offset:5 = 0; tx_wqe_offset:27.
-    d[8..12].copy_from_slice(&((tx_wqe_offset & 0x7ff_ffff) << 5).to_le_bytes());
-    d
+    use zerocopy::IntoBytes;
+    let o = gdma::TxCompOob {
+        cqe_hdr: cqe_header(cqe_type, vendor_err),
+        offsets: gdma::TxCompOffsets::new().with_tx_wqe_offset(tx_wqe_offset & 0x7ff_ffff),
+        ..Default::default()
+    };
+    o.as_bytes().try_into().expect("60 bytes")
 }
 
 /// Per-packet info of an RX completion.
@@ -308,16 +322,17 @@ pub fn rx_comp(
     ppi: &[RxPpi],
     rx_wqe_offset: u32,
 ) -> [u8; 60] {
-    let mut d = [0u8; 60];
-    d[0..4].copy_from_slice(&cqe_header(cqe_type, vendor_err).to_le_bytes());
-    d[4..8].copy_from_slice(&flags.encode().to_le_bytes());
-    for (i, p) in ppi.iter().take(4).enumerate() {
-        let o = 8 + i * 12;
-        d[o..o + 4].copy_from_slice(&u32::from(p.pkt_len).to_le_bytes());
-        d[o + 8..o + 12].copy_from_slice(&p.pkt_hash.to_le_bytes());
+    use zerocopy::IntoBytes;
+    let mut o = gdma::RxCompOob {
+        cqe_hdr: cqe_header(cqe_type, vendor_err),
+        flags: gdma::RxCompFlags::from_raw(flags.encode()),
+        rx_wqe_offset: gdma::le::U32::new(rx_wqe_offset),
+        ..Default::default()
+    };
+    for (i, p) in ppi.iter().take(gdma::RX_OOB_NUM_PPI).enumerate() {
+        o.ppi[i] = gdma::RxPacketInfo::new(p.pkt_len, p.pkt_hash);
     }
-    d[56..60].copy_from_slice(&rx_wqe_offset.to_le_bytes());
-    d
+    o.as_bytes().try_into().expect("60 bytes")
 }
 
 /// A decoded 64-byte CQE, for tests and tools.
