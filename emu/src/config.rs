@@ -111,10 +111,11 @@ impl Default for Limits {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum BackendConfig {
     /// Frames sent on this port are received on the same port.
+    #[default]
     Loopback,
     /// Frames sent are counted and dropped; nothing is received.
     Sink,
@@ -129,12 +130,6 @@ pub enum BackendConfig {
     },
     /// An AF_PACKET socket on a Linux interface (e.g. one end of a veth).
     AfPacket { ifname: String },
-}
-
-impl Default for BackendConfig {
-    fn default() -> Self {
-        BackendConfig::Loopback
-    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -248,7 +243,9 @@ impl Config {
         toml::to_string(self).expect("config serializes")
     }
 
-    fn normalize(&mut self) -> Result<(), String> {
+    /// Canonical PCI addresses, lower-case MACs, default IB / interface
+    /// names; validates. Idempotent; `parse`/`load` call it.
+    pub fn normalize(&mut self) -> Result<(), String> {
         let mut seen = std::collections::HashSet::new();
         let mut ifidx = 1;
         for (ai, a) in self.adapters.iter_mut().enumerate() {

@@ -342,8 +342,12 @@ pub struct HashConf {
     pub toeplitz: bool,
 }
 
+/// A parsed WQE: header, inline OOB bytes, SGL.
+type ParsedWqe = (WqeHeader, Vec<u8>, Vec<wire::Sge>);
+
 pub struct State {
     opts: Options,
+    adapter_cfgs: Vec<crate::config::AdapterConfig>,
     pub limits: Limits,
     pub adapters: Vec<Adapter>,
     pub ports: Vec<Port>,
@@ -466,7 +470,9 @@ pub fn rq_buffer_size(max_wr: u32, max_sge: u32) -> usize {
 }
 
 impl Emulator {
-    pub fn new(cfg: Config) -> io::Result<Emulator> {
+    pub fn new(mut cfg: Config) -> io::Result<Emulator> {
+        cfg.normalize()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let ring = DbRing::new();
         let wake = eventfd()?;
         let mut adapters = Vec::new();
@@ -515,6 +521,7 @@ impl Emulator {
         }
         let st = State {
             opts: cfg.options.clone(),
+            adapter_cfgs: cfg.adapters.clone(),
             limits: cfg.limits.clone(),
             adapters,
             ports,
@@ -1335,9 +1342,6 @@ impl State {
             .filter(|c| c.adapter == adapter && !c.dead)
         {
             c.dead = true;
-            if let Some(t) = &c.trap {
-                t.retire();
-            }
             write_fd(c.async_w.as_raw_fd(), &ev);
         }
         // Hardware objects are gone: queues stop, CQs receive nothing more.
@@ -1394,7 +1398,8 @@ impl State {
                     Instant::now()
                         + Duration::from_millis(down_ms.unwrap_or(self.opts.reset_down_ms)),
                 );
-                ad.next_name = new_name;
+                ad.next_name = new_name
+                    .or_else(|| self.adapter_cfgs[ad.cfg_index].ib_name_after_reset.clone());
             }
             Fault::HotRemove { pci } => {
                 let a = self.adapter_by_pci(&pci)?;
@@ -1436,13 +1441,18 @@ impl State {
                 let a = self.ports[p].adapter;
                 let idx = self.ports[p].index;
                 let cfg_index = self.adapters[a].cfg_index;
-                let _ = (cfg_index, idx, up);
+                let _ = crate::sysfs::set_if_state(
+                    &self.opts.sysfs_root,
+                    &self.adapter_cfgs[cfg_index],
+                    idx,
+                    up,
+                );
             }
         }
         Ok(())
     }
 
-    fn run_timers(&mut self, cfg: &Config) -> bool {
+    fn run_timers(&mut self) -> bool {
         let now = Instant::now();
         let mut did = false;
         for (i, a) in self.adapters.iter_mut().enumerate() {
@@ -1454,8 +1464,12 @@ impl State {
                     if let Some(n) = a.next_name.take() {
                         a.ib_name = n;
                     }
-                    let acfg = &cfg.adapters[a.cfg_index];
-                    let ups: Vec<bool> = a.ports.iter().map(|_| false).collect();
+                    let acfg = &self.adapter_cfgs[a.cfg_index];
+                    let ups: Vec<bool> = a
+                        .ports
+                        .iter()
+                        .map(|&p| self.ports[p].kernel_if_up)
+                        .collect();
                     let _ = crate::sysfs::ensure_pci(&self.opts.sysfs_root, acfg, &ups);
                     let _ = crate::sysfs::ensure_ib(&self.opts.sysfs_root, acfg, &a.ib_name);
                     let _ = i;
@@ -1522,7 +1536,7 @@ impl State {
                 w.db_tail = tail;
             }
             wire::DB_CQ => {
-                let tail = ((value >> 32) & 0x7fff_ffff) as u64;
+                let tail = (value >> 32) & 0x7fff_ffff;
                 let arm = value >> 63 != 0;
                 let Some(cqh) = self
                     .cqs
@@ -1692,7 +1706,7 @@ impl State {
     /// Parses the WQE at the queue's device offset. Returns the header, the
     /// inline OOB bytes and the SGL, or a vendor error code and how many
     /// bytes to skip.
-    fn read_wqe(w: &Wq, max: u32) -> Result<(WqeHeader, Vec<u8>, Vec<wire::Sge>), (u32, u32)> {
+    fn read_wqe(w: &Wq, max: u32) -> Result<ParsedWqe, (u32, u32)> {
         let avail = w.db_tail.wrapping_sub(w.dev_off);
         let size = w.buf.len();
         let ring_off = (w.dev_off as usize) & (size - 1);
@@ -1983,15 +1997,13 @@ impl State {
                         }
                     }
                 }
-                Backend::Pcap { rx, .. } => {
-                    // Fed once RX is configured, without outrunning a
-                    // lossless port's backlog.
-                    if rx_ready && backlog_empty {
-                        while got.len() < 64 {
-                            match rx.pop_front() {
-                                Some(f) => got.push(f),
-                                None => break,
-                            }
+                // Fed once RX is configured, without outrunning a lossless
+                // port's backlog.
+                Backend::Pcap { rx, .. } if rx_ready && backlog_empty => {
+                    while got.len() < 64 {
+                        match rx.pop_front() {
+                            Some(f) => got.push(f),
+                            None => break,
                         }
                     }
                 }
@@ -2201,7 +2213,7 @@ impl State {
     }
 
     /// One pass of the device: doorbells, TX, backends, RX, timers.
-    pub fn step(&mut self, cfg: &Config) -> bool {
+    pub fn step(&mut self) -> bool {
         let mut did = self.drain_doorbells();
         let sqs: Vec<u32> = self
             .wqs
@@ -2223,7 +2235,7 @@ impl State {
             }
         }
         did |= self.flush_delayed();
-        did |= self.run_timers(cfg);
+        did |= self.run_timers();
         did
     }
 
@@ -2356,7 +2368,7 @@ fn device_thread(sh: Arc<Shared>) {
     while !sh.stop.load(Ordering::Relaxed) {
         let (did, pending, poll_mode) = {
             let mut st = sh.st.lock().unwrap_or_else(|e| e.into_inner());
-            let did = st.step(&sh.cfg);
+            let did = st.step();
             if !did {
                 st.flush_backends();
             }

@@ -122,6 +122,7 @@ impl EmuEnv {
         if config.options.counters_dump.is_none() {
             config.options.counters_dump = Some(dir.join("counters.json"));
         }
+        config.normalize()?;
         let config_path = dir.join("config.toml");
         std::fs::write(&config_path, config.to_toml()).map_err(|e| e.to_string())?;
         crate::sysfs::create_all(&config).map_err(|e| format!("sysfs: {e}"))?;

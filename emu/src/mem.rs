@@ -95,7 +95,7 @@ impl Region {
     /// bits also sees the data.
     pub fn write_cqe(&self, off: usize, data: &[u8; 60], info: u32) {
         self.check(off, 64);
-        assert!(off % 4 == 0);
+        assert!(off.is_multiple_of(4));
         self.write(off, data);
         fence(Ordering::Release);
         // SAFETY: in bounds and 4-byte aligned (CQ buffers are page aligned

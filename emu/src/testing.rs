@@ -69,7 +69,7 @@ impl DmaBuf {
     /// # Safety
     /// The device must not be reading the bytes being written (true for a
     /// ring position past the last doorbell).
-    pub unsafe fn slice_mut(&self) -> &mut [u8] {
+    pub unsafe fn slice_mut(&mut self) -> &mut [u8] {
         // SAFETY: per the caller's contract; the allocation is `len` bytes.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
@@ -95,6 +95,7 @@ impl TestDevice {
         let _ = std::fs::remove_dir_all(&dir);
         cfg.options.sysfs_root = dir.join("sys");
         cfg.options.run_dir = dir.join("run");
+        cfg.normalize().expect("valid configuration");
         crate::sysfs::create_all(&cfg).expect("sysfs");
         let emu = Emulator::new(cfg).expect("emulator");
         TestDevice { emu, dir }

@@ -614,6 +614,7 @@ fn rx_coalescing_up_to_four_packets_per_cqe() {
 }
 
 #[test]
+#[allow(clippy::needless_range_loop)]
 fn rss_spreads_by_toeplitz_and_reports_hash_type() {
     let dev = TestDevice::new("rss", cfg());
     let ctx = dev.open();
