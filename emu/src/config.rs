@@ -149,6 +149,10 @@ pub struct PortConfig {
     /// dropping them like the hardware does).
     #[serde(default)]
     pub lossless_rx: bool,
+    /// Receive only frames for the port's MAC, broadcast and multicast (as
+    /// an Azure vPort does). Off by default: every frame is accepted.
+    #[serde(default)]
+    pub mac_filter: bool,
 }
 
 fn default_mtu() -> u32 {
@@ -233,6 +237,7 @@ impl Config {
                     mtu: 1500,
                     kernel_if_up: false,
                     lossless_rx: false,
+                    mac_filter: false,
                 }],
             }],
             ..Default::default()

@@ -210,6 +210,7 @@ pub struct Port {
     pub mtu: u32,
     pub kernel_if_up: bool,
     pub lossless: bool,
+    pub mac_filter: bool,
     pub link_up: bool,
     pub tx_paused: bool,
     pub vp_offset: u8,
@@ -497,6 +498,7 @@ impl Emulator {
                     mtu: p.mtu,
                     kernel_if_up: p.kernel_if_up,
                     lossless: p.lossless_rx,
+                    mac_filter: p.mac_filter,
                     link_up: true,
                     tx_paused: false,
                     vp_offset: 0x20 + gi as u8,
@@ -1957,6 +1959,8 @@ impl State {
         let p = &mut self.ports[port];
         if !p.link_up {
             p.counters.drop("link_down", 1);
+        } else if p.mac_filter && frame.len() >= 6 && frame[0] & 1 == 0 && frame[..6] != p.mac {
+            p.counters.drop("mac_filter", 1);
         } else if p.backlog.len() >= RX_BACKLOG_MAX {
             p.counters.drop("rx_backlog", 1);
         } else {

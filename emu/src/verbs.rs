@@ -60,13 +60,10 @@ extern "C" fn at_exit() {
     }
 }
 
-/// ELF constructor: with `MANA_EMU_CONFIG` set, the fake PCI tree must
-/// exist before EAL scans the bus (which happens before any verbs call).
-#[used]
-#[link_section = ".init_array"]
-static CTOR: extern "C" fn() = ctor;
-
-extern "C" fn ctor() {
+/// Run from the preload library's ELF constructor: with `MANA_EMU_CONFIG`
+/// set, the fake PCI tree must exist before EAL scans the bus (which
+/// happens before any verbs call).
+pub fn preload_init() {
     if std::env::var_os("MANA_EMU_CONFIG").is_some()
         && std::env::var_os("MANA_EMU_NO_CTOR").is_none()
     {

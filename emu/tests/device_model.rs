@@ -23,6 +23,7 @@ fn port(m: &str, backend: BackendConfig) -> PortConfig {
         mtu: 1500,
         kernel_if_up: false,
         lossless_rx: false,
+        mac_filter: false,
     }
 }
 

@@ -25,6 +25,7 @@ fn cfg() -> Config {
         mtu: 1500,
         kernel_if_up: false,
         lossless_rx: false,
+        mac_filter: false,
     };
     let mut c = Config::default_single();
     c.adapters = vec![AdapterConfig {

@@ -48,6 +48,7 @@ fn port(mac: &str, backend: BackendConfig, lossless: bool) -> PortConfig {
         mtu: 1500,
         kernel_if_up: false,
         lossless_rx: lossless,
+        mac_filter: false,
     }
 }
 
