@@ -1,0 +1,364 @@
+//! Recovery from service resets and hot remove, through dpdk-testpmd on the
+//! emulated device: events in order, traffic resuming, no mbuf lost, and
+//! control operations refused (not hung) while recovering.
+
+use mana_emu::config::Config;
+use mana_emu::device::{Fault, Trigger};
+use mana_emu::harness::{EmuEnv, Testpmd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const PCI: &str = "7870:00:00.0";
+const MAC0: &str = "00:0d:3a:00:00:01";
+
+/// One testpmd at a time: the machine has two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn pmd() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("librte_net_mana.so")
+}
+
+/// Two ports wired to each other; resets keep the device away `down_ms`.
+fn pair(down_ms: u64) -> Config {
+    Config::parse(&format!(
+        r#"
+[options]
+reset_down_ms = {down_ms}
+
+[[adapter]]
+pci = "{PCI}"
+ib_name = "mana_0"
+ib_name_after_reset = "manae_1"
+
+[[adapter.port]]
+mac = "{MAC0}"
+backend = {{ kind = "pair", peer = "00:0d:3a:00:00:02" }}
+
+[[adapter.port]]
+mac = "00:0d:3a:00:00:02"
+backend = {{ kind = "pair", peer = "{MAC0}" }}
+"#
+    ))
+    .unwrap()
+}
+
+fn spawn(env: &EmuEnv, args: &[&str]) -> Testpmd {
+    Testpmd::builder(env)
+        .driver(pmd())
+        .args(args)
+        .timeout(Duration::from_secs(240))
+        .spawn()
+        .expect("testpmd starts")
+}
+
+fn reset(t: &Testpmd) {
+    t.fault(Fault::Reset {
+        pci: PCI.into(),
+        down_ms: None,
+        new_name: None,
+    })
+    .unwrap();
+}
+
+/// How many times testpmd printed an event for a port.
+fn events(out: &str, port: u16, what: &str) -> usize {
+    out.matches(&format!("Port {port}: {what} event")).count()
+}
+
+/// testpmd's event lines for a port, in order, as short names.
+fn event_sequence(out: &str, port: u16) -> Vec<&'static str> {
+    let prefix = format!("Port {port}: ");
+    out.lines()
+        .filter_map(|l| l.find(&prefix).map(|i| &l[i + prefix.len()..]))
+        .filter_map(|e| match e {
+            "error recovering event" => Some("RECOVERING"),
+            "error recovery successful event" => Some("SUCCESS"),
+            "error recovery failed event" => Some("FAILED"),
+            "device removal event" => Some("RMV"),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Mbufs of testpmd's pool that are neither in the pool nor in a per-lcore
+/// cache (from `dump_mempool`).
+fn mbufs_in_use(t: &mut Testpmd) -> u64 {
+    let out = t.cmd("dump_mempool").unwrap();
+    let field = |k: &str| -> u64 {
+        let i = out.find(k).unwrap_or_else(|| panic!("no {k} in {out}")) + k.len();
+        out[i..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    field("  size=") - field("common_pool_count=") - field("total_cache_count=")
+}
+
+fn wait_for_events(t: &Testpmd, port: u16, what: &str, n: usize, timeout: Duration) {
+    let t0 = Instant::now();
+    while events(&t.output(), port, what) < n {
+        assert!(
+            t0.elapsed() < timeout,
+            "only {} of {n} '{what}' events for port {port}:\n{}",
+            events(&t.output(), port, what),
+            t.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn many_resets_under_multiqueue_traffic_recover_in_order_and_lose_no_mbuf() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const RESETS: usize = 200;
+    let env = EmuEnv::new("reset-many", pair(20)).unwrap();
+    let mut t = spawn(&env, &["--rxq=2", "--txq=2", "--forward-mode=txonly"]);
+    t.cmd("port stop all").unwrap();
+    let baseline = mbufs_in_use(&mut t);
+    t.cmd("port start all").unwrap();
+    t.cmd("start").unwrap();
+    let mut last_tx = 0;
+    for i in 1..=RESETS {
+        reset(&t);
+        wait_for_events(
+            &t,
+            0,
+            "error recovery successful",
+            i,
+            Duration::from_secs(10),
+        );
+        wait_for_events(
+            &t,
+            1,
+            "error recovery successful",
+            i,
+            Duration::from_secs(10),
+        );
+        if i % 50 == 0 {
+            // Traffic resumed: the device sends again after this reset.
+            let c = t
+                .wait_device(Duration::from_secs(5), |c| {
+                    c.port(MAC0).is_some_and(|p| p.tx_packets > last_tx + 1000)
+                })
+                .unwrap();
+            last_tx = c.port(MAC0).unwrap().tx_packets;
+        }
+    }
+    t.cmd("stop").unwrap();
+    t.cmd("port stop all").unwrap();
+    let after = mbufs_in_use(&mut t);
+    let out = t.quit().unwrap();
+    for port in 0..2 {
+        let seq = event_sequence(&out, port);
+        let expected: Vec<&str> = ["RECOVERING", "SUCCESS"]
+            .iter()
+            .cycle()
+            .take(2 * RESETS)
+            .copied()
+            .collect();
+        assert_eq!(seq, expected, "port {port} events");
+    }
+    assert_eq!(after, baseline, "mbufs in use after {RESETS} resets");
+    assert!(!out.contains("FAILED"), "{out}");
+}
+
+#[test]
+fn resets_at_random_points_inside_bursts_and_control_operations_leave_a_working_port() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-random", pair(30)).unwrap();
+    let mut t = spawn(&env, &["--rxq=2", "--txq=2", "--forward-mode=io"]);
+    t.cmd("port stop all").unwrap();
+    let baseline = mbufs_in_use(&mut t);
+    t.cmd("port start all").unwrap();
+    // Deterministic pseudo-random trigger points.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    let ops = [
+        "port stop all",
+        "port start all",
+        "port config all rss ip",
+        "port config mtu 0 1400",
+        "port config all rxq 2",
+        "show port info 0",
+        "show port stats all",
+    ];
+    for round in 0..12 {
+        t.cmd("start tx_first").unwrap();
+        // Inside bursts: after a random number of packets moved.
+        t.request(&mana_emu::control::Request::Fault {
+            fault: Fault::Reset {
+                pci: PCI.into(),
+                down_ms: None,
+                new_name: None,
+            },
+            trigger: Trigger::AfterPackets(1 + next(5000)),
+        })
+        .unwrap();
+        // Inside control operations: keep issuing them while it happens.
+        for _ in 0..4 {
+            let op = ops[next(ops.len() as u64) as usize];
+            let o = t.cmd(op).unwrap();
+            assert!(!o.contains("Segmentation"), "round {round} {op}: {o}");
+        }
+        t.cmd("stop").unwrap();
+        wait_for_events(
+            &t,
+            0,
+            "error recovering",
+            round + 1,
+            Duration::from_secs(10),
+        );
+        // Recovered (or refused while recovering): the port ends up usable.
+        let t0 = Instant::now();
+        loop {
+            let o = t.cmd("port start all").unwrap();
+            if events(&t.output(), 0, "error recovery successful") == round + 1
+                && !o.contains("Fail")
+            {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "port never usable again:\n{}",
+                t.output()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // Traffic flows after the last reset.
+    t.cmd("clear port stats all").unwrap();
+    t.cmd("start tx_first").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    t.cmd("stop").unwrap();
+    let s = t.port_stats(1).unwrap();
+    assert!(s.rx_packets > 0, "no traffic after the last reset: {s:?}");
+    t.cmd("port stop all").unwrap();
+    assert_eq!(mbufs_in_use(&mut t), baseline, "mbufs in use");
+    let out = t.quit().unwrap();
+    assert!(!out.contains("error recovery failed"), "{out}");
+}
+
+#[test]
+fn control_operations_answer_or_refuse_while_recovering() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A long outage, so the port is observed mid-recovery.
+    let env = EmuEnv::new("reset-busy", pair(3000)).unwrap();
+    let mut t = spawn(&env, &["--forward-mode=txonly"]);
+    t.cmd("start").unwrap();
+    reset(&t);
+    wait_for_events(&t, 0, "error recovering", 1, Duration::from_secs(5));
+    // Info, stats and link still answer.
+    let info = t.cmd("show port info 0").unwrap();
+    assert!(info.contains("MAC address: 00:0D:3A:00:00:01"), "{info}");
+    assert!(info.contains("Link status: down"), "{info}");
+    let stats = t.cmd("show port stats 0").unwrap();
+    assert!(stats.contains("TX-packets:"), "{stats}");
+    // Reconfiguration is refused with EBUSY, and said so.
+    let o = t.cmd("port config mtu 0 1400").unwrap();
+    assert!(
+        t.output().contains("net_mana: 7870:00:00.0_port1: recovering from a device reset; retry after RTE_ETH_EVENT_RECOVERY_SUCCESS"),
+        "{o}\n{}",
+        t.output()
+    );
+    // Stopping is not refused: recovery then leaves the queues down...
+    t.cmd("stop").unwrap();
+    let o = t.cmd("port stop 0").unwrap();
+    assert!(!o.contains("Fail"), "{o}");
+    // ...and starting is refused until recovery ends.
+    let o = t.cmd("port start 0").unwrap();
+    assert!(o.contains("Fail to start port 0"), "{o}");
+    wait_for_events(
+        &t,
+        0,
+        "error recovery successful",
+        1,
+        Duration::from_secs(10),
+    );
+    let info = t.cmd("show port info 0").unwrap();
+    assert!(
+        info.contains("Link status: down"),
+        "stopped during recovery: {info}"
+    );
+    let o = t.cmd("port start 0").unwrap();
+    assert!(!o.contains("Fail"), "{o}");
+    let info = t.cmd("show port info 0").unwrap();
+    assert!(info.contains("Link status: up"), "{info}");
+    t.cmd("start").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    t.cmd("stop").unwrap();
+    assert!(t.port_stats(0).unwrap().tx_packets > 0);
+    t.quit().unwrap();
+}
+
+#[test]
+fn a_device_that_never_returns_fails_recovery_within_the_timeout() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-never", pair(600_000)).unwrap();
+    std::env::set_var("NET_MANA_RESET_TIMEOUT_MS", "1500");
+    let mut t = spawn(&env, &["--forward-mode=txonly"]);
+    std::env::remove_var("NET_MANA_RESET_TIMEOUT_MS");
+    t.cmd("start").unwrap();
+    let t0 = Instant::now();
+    reset(&t);
+    wait_for_events(&t, 0, "error recovery failed", 1, Duration::from_secs(10));
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "failed only after {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        t.output().contains("net_mana: 7870:00:00.0_port1: recovery failed: the device did not come back within 1.5s; close the port"),
+        "{}",
+        t.output()
+    );
+    t.cmd("stop").unwrap();
+    t.cmd("port stop 0").unwrap();
+    let o = t.cmd("port start 0").unwrap();
+    assert!(o.contains("Fail to start port 0"), "{o}");
+    assert!(
+        t.output()
+            .contains("net_mana: 7870:00:00.0_port1: the device is gone; close the port"),
+        "{o}"
+    );
+    t.cmd("port stop all").unwrap();
+    t.cmd("port close all").unwrap();
+    let out = t.quit().unwrap();
+    assert_eq!(event_sequence(&out, 0), ["RECOVERING", "FAILED"]);
+}
+
+#[test]
+fn a_hot_remove_during_recovery_ends_in_removal() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-remove", pair(600_000)).unwrap();
+    let mut t = spawn(&env, &["--forward-mode=txonly"]);
+    t.cmd("start").unwrap();
+    t.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
+    wait_for_events(&t, 0, "error recovery failed", 1, Duration::from_secs(10));
+    wait_for_events(&t, 1, "error recovery failed", 1, Duration::from_secs(10));
+    t.cmd("stop").unwrap();
+    t.cmd("port stop all").unwrap();
+    t.cmd("port close all").unwrap();
+    let out = t.quit().unwrap();
+    // testpmd asks for removal events (intr_conf.rmv): RMV follows FAILED.
+    assert_eq!(
+        event_sequence(&out, 0),
+        ["RECOVERING", "FAILED", "RMV"],
+        "{out}"
+    );
+    assert!(
+        out.contains("the PCI function was removed; close the port"),
+        "{out}"
+    );
+}
