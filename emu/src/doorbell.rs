@@ -429,9 +429,14 @@ extern "C" fn segv_handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *
     // SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
     let page = addr & !(PAGE - 1);
-    let slot = SLOTS
-        .iter()
-        .position(|s| s.base.load(Ordering::Acquire) == page);
+    // Unused slots have base 0: never match the zero page.
+    let slot = if page == 0 {
+        None
+    } else {
+        SLOTS
+            .iter()
+            .position(|s| s.base.load(Ordering::Acquire) == page)
+    };
     let Some(slot) = slot else {
         chain(sig, info, uctx);
         return;

@@ -1029,3 +1029,53 @@ fn destroy_while_busy_quiesces_before_free() {
         20
     );
 }
+
+/// A fault outside the doorbell pages still kills the process with SIGSEGV
+/// (the handler passes it on to the previous handler / the default action).
+#[test]
+fn unrelated_segfault_is_not_swallowed() {
+    if std::env::var_os("MANA_EMU_SEGV_CHILD").is_some() {
+        let dev = TestDevice::new("segvchild", cfg());
+        let ctx = dev.open();
+        let tx = ctx.tx_queue(1, 64).unwrap();
+        tx.ring(); // the handler is installed and works
+                   // SAFETY: deliberately invalid, to crash this child process.
+        unsafe { std::ptr::write_volatile(16 as *mut u64, 1) };
+        unreachable!("the store must kill the process");
+    }
+    let exe = std::env::current_exe().unwrap();
+    let st = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "unrelated_segfault_is_not_swallowed",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("MANA_EMU_SEGV_CHILD", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(st.signal(), Some(libc::SIGSEGV), "{st:?}");
+}
+
+#[test]
+fn vport_mac_filter_option() {
+    let mut c = cfg();
+    c.adapters[0].ports[0].mac_filter = true;
+    let dev = TestDevice::new("macfilter", c);
+    let ctx = dev.open();
+    let mut rx = ctx
+        .rx_queues(1, 1, 64, fields::IPV4, &DPDK_RSS_KEY)
+        .unwrap();
+    rx.post(0, 8, 2048);
+    rx.ring(0);
+    let mine = build::udp4(mac(A), mac(B), [1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 10);
+    let other = build::udp4(mac(B), mac(A), [1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 10);
+    let bcast = build::udp4([0xff; 6], mac(B), [1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 10);
+    dev.inject_batch(A, vec![other, mine.clone(), bcast.clone()]);
+    let got: Vec<Vec<u8>> = rx.wait(0, 2).into_iter().map(|p| p.data).collect();
+    assert_eq!(got, vec![mine, bcast]);
+    assert_eq!(dev.counters().port(A).unwrap().drops("mac_filter"), 1);
+}

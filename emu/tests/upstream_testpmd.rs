@@ -416,3 +416,50 @@ fn c_driver_mac_1q() {
 fn c_driver_mac_4q() {
     forward("mac", 4);
 }
+
+/// DPDK 22.11.11 maps `IBV_EVENT_DEVICE_FATAL` to `RTE_ETH_EVENT_INTR_RMV`
+/// (testpmd enables `intr_conf.rmv`), and testpmd then stops, closes and
+/// detaches the port. Doorbells rung after the reset are discarded; the
+/// destroy calls on the dead context succeed.
+#[test]
+fn c_driver_service_reset_raises_removal_event() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let mut c = config(vec![port(MAC_A, BackendConfig::Sink, false)]);
+    c.options.reset_down_ms = 500;
+    let env = EmuEnv::new("reset", c).unwrap();
+    let mut t = spawn(&env, &["--forward-mode=txonly"]);
+    t.cmd("start").unwrap();
+    t.wait_device(Duration::from_secs(20), |c| {
+        c.port(MAC_A).unwrap().tx_packets > 1000
+    })
+    .unwrap();
+    t.fault(Fault::Reset {
+        pci: PCI.into(),
+        down_ms: None,
+        new_name: None,
+    })
+    .unwrap();
+    t.wait_for("Port 0: device removal event", Duration::from_secs(10))
+        .unwrap();
+    // The deferred removal (100 ms alarm) stops, closes and detaches.
+    t.wait_for("is detached", Duration::from_secs(10)).unwrap();
+    let dev = t.device_counters().unwrap();
+    let sent = dev.port(MAC_A).unwrap().tx_packets;
+    std::thread::sleep(Duration::from_millis(300));
+    let dev2 = t.device_counters().unwrap();
+    assert_eq!(
+        dev2.port(MAC_A).unwrap().tx_packets,
+        sent,
+        "nothing sent after the reset"
+    );
+    assert!(
+        dev2.queues.iter().all(|q| !q.live),
+        "every queue destroyed: {:?}",
+        dev2.queues
+    );
+    let out = t.quit().unwrap();
+    assert!(!out.contains("failed"), "{out}");
+}
