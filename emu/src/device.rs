@@ -2023,8 +2023,16 @@ impl State {
 
     fn select_rq(&self, port: usize, frame: &[u8]) -> Option<(u32, u32, u32)> {
         let rss = self.ports[port].rss.as_ref()?;
+        // A one-entry indirection table configures the vPort without RSS
+        // (`rss_enable = log_ind_tbl_size != 0`, kernel
+        // mana_ib_cfg_vport_steering): everything goes to the default RQ
+        // and no hash is reported. (Whether the NIC still computes one then
+        // is not documented; reporting none is the conservative choice.)
+        if !rss.enabled {
+            return Some((rss.default_rq, 0, 0));
+        }
         let (hash, htype) = rss_hash(rss, frame);
-        let rq = if rss.enabled && htype != 0 {
+        let rq = if htype != 0 {
             rss.table[(hash & 63) as usize]
         } else {
             rss.default_rq
