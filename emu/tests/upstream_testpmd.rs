@@ -460,6 +460,20 @@ fn c_driver_service_reset_raises_removal_event() {
         "every queue destroyed: {:?}",
         dev2.queues
     );
+    // The device comes back for the same PCI address and MAC (new IB
+    // device); the port can be attached and started again.
+    std::thread::sleep(Duration::from_millis(600));
+    let o = t.cmd(&format!("port attach {PCI}")).unwrap();
+    assert!(o.contains("Port 0 is attached"), "{o}");
+    let o = t.cmd("port start all").unwrap();
+    assert!(o.contains("Port 0: 00:0D:3A:00:00:0A"), "{o}");
+    t.cmd("stop").unwrap();
+    t.cmd("start").unwrap();
+    t.wait_device(Duration::from_secs(20), |c| {
+        c.port(MAC_A).unwrap().tx_packets > sent + 1000
+    })
+    .unwrap();
+    t.cmd("stop").unwrap();
     let out = t.quit().unwrap();
     assert!(!out.contains("failed"), "{out}");
 }
