@@ -1271,6 +1271,18 @@ impl State {
             .map(|c| c.trap.as_ref().map_or(c.shm.addr(), |t| t.addr))
     }
 
+    /// Attaches a completion channel to a CQ; `user` is what an event
+    /// carries (the `ibv_cq` pointer in the verbs layer).
+    pub fn set_cq_channel(&mut self, cq: u32, ch: u32, user: usize) -> Res<()> {
+        if !self.channels.contains_key(&ch) {
+            return Err(EINVAL);
+        }
+        let c = self.cqs.get_mut(&cq).ok_or(EINVAL)?;
+        c.channel = Some(ch);
+        c.user = user;
+        Ok(())
+    }
+
     /// Arms a CQ directly (the `ibv_req_notify_cq` path): the next CQE
     /// signals the channel.
     pub fn arm_cq(&mut self, cq: u32) -> Res<()> {
