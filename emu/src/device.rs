@@ -89,6 +89,8 @@ pub struct DeviceCounters {
     pub cq_arms: u64,
     pub cq_events: u64,
     pub cqe_overflow_warnings: u64,
+    /// Trapped stores dropped because the doorbell ring stayed full.
+    pub doorbell_ring_drops: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -737,7 +739,7 @@ impl State {
             return;
         };
         if let Some(t) = &c.trap {
-            t.retire();
+            t.release();
             self.trap_slots.remove(&t.slot);
         }
         let qps: Vec<u32> = self
@@ -2286,8 +2288,10 @@ impl State {
                 counters: c.counters.clone(),
             });
         }
+        let mut device = self.counters.clone();
+        device.doorbell_ring_drops = self.ring.dropped.load(Ordering::Relaxed);
         Counters {
-            device: self.counters.clone(),
+            device,
             ports: self
                 .ports
                 .iter()

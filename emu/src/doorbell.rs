@@ -12,7 +12,9 @@
 //!   this page themselves.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::Once;
 
 pub const PAGE: usize = 4096;
@@ -43,6 +45,7 @@ pub struct DbRing {
     enq: AtomicUsize,
     deq: AtomicUsize,
     pub full_spins: AtomicU64,
+    pub dropped: AtomicU64,
 }
 
 impl DbRing {
@@ -62,11 +65,16 @@ impl DbRing {
             enq: AtomicUsize::new(0),
             deq: AtomicUsize::new(0),
             full_spins: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
         }))
     }
 
     /// Pushes one record; spins (yielding) while the consumer catches up.
-    pub fn push(&self, w: DbWrite) {
+    /// Returns false if the ring stayed full for about a second (device
+    /// thread gone): the store is then dropped rather than hanging the
+    /// driver thread inside the signal handler.
+    pub fn push(&self, w: DbWrite) -> bool {
+        let mut spins = 0u32;
         loop {
             let pos = self.enq.load(Ordering::Relaxed);
             let cell = &self.cells[pos & (RING_SIZE - 1)];
@@ -83,10 +91,15 @@ impl DbRing {
                     cell.width.store(w.width, Ordering::Relaxed);
                     cell.value.store(w.value, Ordering::Relaxed);
                     cell.seq.store(pos + 1, Ordering::Release);
-                    return;
+                    return true;
                 }
             } else if diff < 0 {
                 self.full_spins.fetch_add(1, Ordering::Relaxed);
+                spins += 1;
+                if spins > 1_000_000 {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
                 // SAFETY: sched_yield is async-signal-safe and has no preconditions.
                 unsafe { libc::sched_yield() };
             }
@@ -116,6 +129,8 @@ struct PageSlot {
     base: AtomicUsize,
     ring: AtomicPtr<DbRing>,
     wake_fd: AtomicI32,
+    /// Retired (its context closed): the page may be handed out again.
+    free: AtomicBool,
     /// Last value stored per 8-byte register, for trapped loads.
     shadow: [AtomicU64; PAGE / 8],
 }
@@ -125,6 +140,7 @@ const EMPTY_SLOT: PageSlot = PageSlot {
     base: AtomicUsize::new(0),
     ring: AtomicPtr::new(std::ptr::null_mut()),
     wake_fd: AtomicI32::new(-1),
+    free: AtomicBool::new(false),
     shadow: [const { AtomicU64::new(0) }; PAGE / 8],
 };
 
@@ -171,36 +187,57 @@ impl TrapPage {
     /// `retire` detaches them from the device instead.
     pub fn new(ring: &'static DbRing, wake_fd: i32) -> std::io::Result<TrapPage> {
         install_handler();
-        let idx = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
-        if idx >= MAX_PAGES {
-            return Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
-        }
-        // SAFETY: anonymous private mapping, no aliasing.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                PAGE,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
+        // Reuse the page of a closed context if there is one (pages are
+        // never unmapped), else map a new one.
+        let reused = SLOTS.iter().position(|s| {
+            s.free
+                .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        });
+        let (idx, p) = match reused {
+            Some(i) => (i, SLOTS[i].base.load(Ordering::Acquire)),
+            None => {
+                let idx = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+                if idx >= MAX_PAGES {
+                    return Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
+                }
+                // SAFETY: anonymous private mapping, no aliasing.
+                let p = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        PAGE,
+                        libc::PROT_NONE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    )
+                };
+                if p == libc::MAP_FAILED {
+                    return Err(std::io::Error::last_os_error());
+                }
+                (idx, p as usize)
+            }
         };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
         let s = &SLOTS[idx];
         for r in &s.shadow {
             r.store(0, Ordering::Relaxed);
         }
-        s.ring
-            .store(ring as *const DbRing as *mut DbRing, Ordering::Relaxed);
         s.wake_fd.store(wake_fd, Ordering::Relaxed);
-        s.base.store(p as usize, Ordering::Release);
+        s.ring
+            .store(ring as *const DbRing as *mut DbRing, Ordering::Release);
+        s.base.store(p, Ordering::Release);
         Ok(TrapPage {
             slot: idx as u32,
-            addr: p as usize,
+            addr: p,
         })
+    }
+
+    /// Detaches a closed context's page from the device and makes it
+    /// reusable; later stores to it are trapped and discarded.
+    pub fn release(&self) {
+        let s = &SLOTS[self.slot as usize];
+        s.ring.store(std::ptr::null_mut(), Ordering::Release);
+        s.free.store(true, Ordering::Release);
     }
 
     /// Stops delivering this page's stores to the device (they are still
@@ -497,7 +534,7 @@ extern "C" fn segv_handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *
             if !ring.is_null() {
                 // SAFETY: rings are leaked ('static) and never freed.
                 let ring = unsafe { &*ring };
-                ring.push(DbWrite {
+                let _ = ring.push(DbWrite {
                     slot: slot as u32,
                     offset: off as u32,
                     value,

@@ -43,14 +43,15 @@ pub fn target_profile_dir() -> PathBuf {
     d
 }
 
-/// The preload library, built by cargo next to the test binary.
+/// The preload library `target/<profile>/examples/libmana_emu.so`
+/// (`cargo build -p mana-emu --examples`; `cargo test` builds it too).
 pub fn emu_lib_path() -> Result<PathBuf, String> {
-    let p = target_profile_dir().join("libmana_emu.so");
+    let p = target_profile_dir().join("examples/libmana_emu.so");
     if p.exists() {
         Ok(p)
     } else {
         Err(format!(
-            "{} not built (cargo build -p mana-emu)",
+            "{} not built (cargo build -p mana-emu --examples)",
             p.display()
         ))
     }
