@@ -111,7 +111,11 @@ mod tests {
         assert_eq!(g.state.load(Ordering::SeqCst), 0, "leaving clears busy");
         g.close(|| {});
         assert!(g.enter().is_none());
-        assert_eq!(g.state.load(Ordering::SeqCst), BLOCKED, "a refused burst leaves no trace");
+        assert_eq!(
+            g.state.load(Ordering::SeqCst),
+            BLOCKED,
+            "a refused burst leaves no trace"
+        );
         g.close(|| panic!("closing a closed gate waits for nothing"));
     }
 

@@ -151,8 +151,9 @@ pub fn uninstall(port: &Port, closing: bool) {
     unsafe { drop(Arc::from_raw(arg as *const Port)) };
 }
 
-/// Deferred-removal completion, on the interrupt thread.
-unsafe extern "C" fn release(h: *mut ffi::rte_intr_handle, arg: *mut c_void) {
+/// Deferred-removal completion, on the interrupt thread. `_eal_copy` is
+/// EAL's own copy of the handle, which EAL frees itself.
+unsafe extern "C" fn release(_eal_copy: *mut ffi::rte_intr_handle, arg: *mut c_void) {
     // SAFETY: `arg` is the Arc leaked by `install`, released exactly once.
     let port = unsafe { Arc::from_raw(arg as *const Port) };
     let free = {
@@ -162,8 +163,8 @@ unsafe extern "C" fn release(h: *mut ffi::rte_intr_handle, arg: *mut c_void) {
     };
     port.intr.released.notify_all();
     if free {
-        // SAFETY: the port is closed; nothing else uses the handle.
-        unsafe { ffi::rte_intr_instance_free(h) };
+        // SAFETY: the port is closed; nothing else uses our handle.
+        unsafe { ffi::rte_intr_instance_free(port.intr.handle) };
     }
 }
 
