@@ -477,3 +477,41 @@ fn c_driver_service_reset_raises_removal_event() {
     let out = t.quit().unwrap();
     assert!(!out.contains("failed"), "{out}");
 }
+
+/// A documented disagreement, in the C driver's disfavour: real MANA with
+/// Linux >= 6.5 coalesces up to four packets per RX CQE
+/// (`CQE_RX_COALESCED_4`). DPDK 22.11.x's `mana_rx_burst` cannot parse them
+/// ("RX coalescing is not supported") and skips the CQE without consuming
+/// its WQEs or delivering its packets (upstream fixed this in 23.07).
+/// With the device's `rx_coalesce` switch on, the device delivers every
+/// frame while testpmd sees fewer.
+#[test]
+fn c_driver_22_11_cannot_parse_coalesced_rx_cqes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let mut c = config(vec![port(MAC_A, BackendConfig::Sink, true)]);
+    c.options.rx_coalesce = true;
+    let env = EmuEnv::new("coalesce", c).unwrap();
+    let mut t = spawn(&env, &["--forward-mode=rxonly"]);
+    t.cmd("start").unwrap();
+    // One injection of 64 frames reaches the device in one pass: coalesced.
+    t.inject(MAC_A, &frames(MAC_A, 64, 4)).unwrap();
+    let dev = t
+        .wait_device(Duration::from_secs(10), |c| {
+            c.port(MAC_A).unwrap().rx_packets == 64
+        })
+        .unwrap();
+    t.wait_for("RX coalescing is not supported", Duration::from_secs(10))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let s = t.port_stats(0).unwrap();
+    assert_eq!(dev.port(MAC_A).unwrap().rx_packets, 64);
+    assert!(
+        s.rx_packets < 64,
+        "the 22.11 driver loses coalesced packets: {s:?}"
+    );
+    t.cmd("stop").unwrap();
+    t.quit().unwrap();
+}
