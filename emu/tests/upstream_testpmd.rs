@@ -132,15 +132,17 @@ fn sq_counters(c: &Counters, mac: &str) -> Vec<u64> {
 }
 
 fn txonly(nq: usize) {
+    txonly_mode(nq, mana_emu::config::DoorbellMode::Trap)
+}
+
+fn txonly_mode(nq: usize, mode: mana_emu::config::DoorbellMode) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if skip() {
         return;
     }
-    let env = EmuEnv::new(
-        &format!("txonly{nq}"),
-        config(vec![port(MAC_A, BackendConfig::Sink, false)]),
-    )
-    .unwrap();
+    let mut c = config(vec![port(MAC_A, BackendConfig::Sink, false)]);
+    c.options.doorbell_mode = mode;
+    let env = EmuEnv::new(&format!("txonly{nq}{mode:?}"), c).unwrap();
     let q = nq.to_string();
     let mut t = spawn(
         &env,
@@ -385,6 +387,13 @@ fn c_driver_txonly_1q() {
 #[test]
 fn c_driver_txonly_4q() {
     txonly(4);
+}
+
+/// Poll mode (doorbells sampled from the memfd page, no trapping): exact
+/// with one queue per type per context.
+#[test]
+fn c_driver_txonly_1q_poll_mode() {
+    txonly_mode(1, mana_emu::config::DoorbellMode::Poll);
 }
 
 #[test]
