@@ -57,23 +57,29 @@ fn errno() -> i32 {
 
 unsafe fn first_device() -> *mut ibv_device {
     let mut n = 0;
+    // SAFETY: the exported function with a valid out pointer.
     let l = unsafe { ibv_get_device_list(&mut n) };
     assert!(!l.is_null());
     assert_eq!(n, 1);
+    // SAFETY: the list holds n = 1 device pointers plus the NULL terminator.
     let d = unsafe { *l };
+    // SAFETY: index 1 is the terminator slot of the list.
     assert!(unsafe { (*l.add(1)).is_null() }, "NULL-terminated");
+    // SAFETY: the list came from ibv_get_device_list.
     unsafe { ibv_free_device_list(l) };
     d
 }
 
 /// A slot of `verbs_context` at a negative offset from `&context`.
 unsafe fn slot(ctx: *mut ibv_context, off: isize) -> usize {
+    // SAFETY: the caller passes a context from ibv_open_device, preceded by its verbs_context.
     unsafe { *((ctx as *const u8).offset(off) as *const usize) }
 }
 
 #[test]
 fn device_list_and_sysfs_the_pmd_reads() {
     let _g = setup();
+    // SAFETY: the C ABI exercised as a driver does, with objects from the seam itself.
     unsafe {
         let d = first_device();
         let name = CStr::from_ptr(ibv_get_device_name(d)).to_str().unwrap();
@@ -123,6 +129,7 @@ fn device_list_and_sysfs_the_pmd_reads() {
 #[test]
 fn context_layout_slots_at_fixed_negative_offsets() {
     let _g = setup();
+    // SAFETY: the C ABI exercised as a driver does, with objects from the seam itself.
     unsafe {
         let ctx = ibv_open_device(first_device());
         assert!(!ctx.is_null());
@@ -215,7 +222,9 @@ static FREE_DATA: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 unsafe extern "C" fn t_alloc(size: usize, _data: *mut c_void) -> *mut c_void {
     ALLOCS.fetch_add(1, Ordering::SeqCst);
     let mut p = null_mut();
+    // SAFETY: posix_memalign with a valid out pointer.
     assert_eq!(unsafe { libc::posix_memalign(&mut p, 4096, size) }, 0);
+    // SAFETY: p points at `size` freshly allocated bytes.
     unsafe { libc::memset(p, 0, size) };
     p
 }
@@ -223,6 +232,7 @@ unsafe extern "C" fn t_alloc(size: usize, _data: *mut c_void) -> *mut c_void {
 unsafe extern "C" fn t_free(p: *mut c_void, data: *mut c_void) {
     FREES.fetch_add(1, Ordering::SeqCst);
     FREE_DATA.lock().unwrap().push(data as usize);
+    // SAFETY: p came from t_alloc (posix_memalign).
     unsafe { libc::free(p) };
 }
 
@@ -233,6 +243,7 @@ unsafe fn set_alloc(ctx: *mut ibv_context, data: usize) {
         data: data as *mut c_void,
     };
     assert_eq!(
+        // SAFETY: a context from ibv_open_device and an allocator struct on the stack.
         unsafe {
             manadv_set_context_attr(
                 ctx,
@@ -256,27 +267,33 @@ type DestroyInd = unsafe extern "C" fn(*mut ibv_rwq_ind_table) -> i32;
 type CreateQpEx = unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
 
 unsafe fn parent(ctx: *mut ibv_context, pd: *mut ibv_pd, port: usize) -> *mut ibv_pd {
+    // SAFETY: the alloc_parent_domain slot has this signature (verbs.h).
     let f: AllocPd = unsafe { std::mem::transmute(slot(ctx, -208)) };
+    // SAFETY: plain C struct; all-zero is valid.
     let mut a: ibv_parent_domain_init_attr = unsafe { std::mem::zeroed() };
     a.pd = pd;
     a.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
     a.pd_context = port as *mut c_void;
+    // SAFETY: a valid context and attribute struct.
     unsafe { f(ctx, &mut a) }
 }
 
 unsafe fn raw_qp(pd: *mut ibv_pd, cq: *mut ibv_cq, wr: u32) -> *mut ibv_qp {
+    // SAFETY: plain C struct; all-zero is valid.
     let mut qa: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
     qa.send_cq = cq;
     qa.recv_cq = cq;
     qa.cap.max_send_wr = wr;
     qa.cap.max_send_sge = 15;
     qa.qp_type = IBV_QPT_RAW_PACKET;
+    // SAFETY: a PD and CQ from the seam.
     unsafe { ibv_create_qp(pd, &mut qa) }
 }
 
 #[test]
 fn dpdk_like_queue_setup_with_manadv() {
     let _g = setup();
+    // SAFETY: the C ABI exercised as a driver does, with objects from the seam itself.
     unsafe {
         let ctx = ibv_open_device(first_device());
         let pd = ibv_alloc_pd(ctx);
@@ -459,6 +476,7 @@ fn dpdk_like_queue_setup_with_manadv() {
 #[test]
 fn completion_channel_and_traffic_through_the_seam() {
     let _g = setup();
+    // SAFETY: the C ABI exercised as a driver does, with objects from the seam itself.
     unsafe {
         let ctx = ibv_open_device(first_device());
         set_alloc(ctx, 0);
@@ -552,6 +570,7 @@ fn completion_channel_and_traffic_through_the_seam() {
 #[test]
 fn async_fatal_event_and_device_return() {
     let _g = setup();
+    // SAFETY: the C ABI exercised as a driver does, with objects from the seam itself.
     unsafe {
         let d = first_device();
         let ctx = ibv_open_device(d);
