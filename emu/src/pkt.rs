@@ -318,6 +318,29 @@ mod tests {
     }
 
     #[test]
+    fn toeplitz_agrees_with_the_gdma_crate() {
+        // Two independent implementations (this one and the PMD's).
+        let mut x = 0x1234_5678u32;
+        for len in 0..40 {
+            let input: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            for key in [MS_KEY, gdma::DPDK_MANA_DEFAULT_RSS_KEY] {
+                assert_eq!(
+                    toeplitz(&key, &input),
+                    gdma::toeplitz(&key, &input),
+                    "len {len}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn csum_known() {
         // RFC 1071 example words.
         let d = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
