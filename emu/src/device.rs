@@ -37,6 +37,8 @@ const ENODEV: Errno = Errno(libc::ENODEV);
 
 const RX_BACKLOG_MAX: usize = 65536;
 const TX_BUDGET: usize = 256;
+/// Largest frame a TX WQE may gather (an LSO send: 64 KiB + headers).
+const MAX_TX_GATHER: u64 = 65536 + 256;
 
 // ---------------------------------------------------------------------------
 // Counters
@@ -1859,7 +1861,13 @@ impl State {
         if o.short_vp_offset != self.ports[port].vp_offset {
             return Err((wire::CQE_TX_VPORT_IDX_OUT_OF_RANGE, ve::BAD_VPORT, "vport"));
         }
-        let mut frame = Vec::new();
+        // Larger than any LSO send (64 KiB of payload plus headers): refuse
+        // before gathering, whatever the driver put in the SGE sizes.
+        let total: u64 = sges.iter().map(|s| u64::from(s.size)).sum();
+        if total > MAX_TX_GATHER {
+            return Err((wire::CQE_TX_MTU_DROP, ve::MTU, "mtu"));
+        }
+        let mut frame = Vec::with_capacity(total as usize);
         for s in sges {
             match self.mr_lookup(base_pd, s) {
                 Ok(r) => {

@@ -424,6 +424,18 @@ fn tx_bad_memory_gets_error_cqes_not_crashes() {
         (p.drops("bad_lkey"), p.drops("out_of_mr"), p.tx_packets),
         (2, 2, 0)
     );
+    // An absurd SGE size inside a valid MR: refused before any gathering.
+    let off = tx.post_raw(
+        &o,
+        &[gdma::Sge::new(ctx.pool.addr() as u64, ctx.lkey, u32::MAX)],
+        0,
+    );
+    tx.ring();
+    let c = tx.cq.wait(1);
+    assert_eq!(
+        (c[0].cqe_type, c[0].vendor_err, c[0].tx_wqe_offset()),
+        (wire::CQE_TX_MTU_DROP, ve::MTU, off)
+    );
     // The queue keeps working.
     let f = udp(60, 5);
     tx.post(&f);
