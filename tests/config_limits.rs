@@ -1,0 +1,324 @@
+//! Queue and descriptor limits of our driver on the emulated device: every
+//! power-of-two descriptor count from 64 to the device's maximum (256 under
+//! rdma-core 44, 2048 with a modern rdma-core) and 1 to 16 queues carry
+//! traffic with exact counts and rings of exactly the configured depth;
+//! impossible values are refused with a message that says why.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const NAME: &str = "7870:00:00.0_port1";
+
+/// A (RX side, lossless sink) and B (TX side, sink) on one adapter.
+fn two_ports(options: &str, limits: &str) -> Config {
+    config(
+        options,
+        limits,
+        &[(
+            PCI,
+            vec![PortDef::sink(MAC_A).lossless(), PortDef::sink(MAC_B)],
+        )],
+    )
+}
+
+fn port_counters(t: &Testpmd, mac: &str) -> PortCounters {
+    t.device_counters().unwrap().port(mac).unwrap().clone()
+}
+
+/// One round of io forwarding A -> B with `rxq`/`txq` queues (`rxq <=
+/// txq`): exact counts on both sides, per queue, after `clear port stats`.
+/// Frames go in `chunk` at a time, each chunk once the previous one is on
+/// B's wire, so that no send ring overflows (`chunk` <= the ring size / 2).
+fn io_round(t: &mut Testpmd, frames: &[Vec<u8>], rxq: usize, txq: usize, chunk: usize) {
+    assert!(rxq <= txq, "testpmd polls min(rxq, txq) streams");
+    cmd(t, "clear port stats all");
+    let (a0, b0) = (port_counters(t, MAC_A), port_counters(t, MAC_B));
+    cmd(t, "start");
+    inject_paced(t, MAC_A, frames, chunk, |c, sent| {
+        c.port(MAC_B).unwrap().tx_packets == b0.tx_packets + sent
+    });
+    cmd(t, "stop");
+    let dev = settled(t);
+    let (a, b) = (dev.port(MAC_A).unwrap(), dev.port(MAC_B).unwrap());
+    let s0 = t.port_stats(0).unwrap();
+    let s1 = t.port_stats(1).unwrap();
+    let (n, bytes) = (frames.len() as u64, total_bytes(frames));
+    assert_eq!(
+        (s0.rx_packets, a.rx_packets - a0.rx_packets),
+        (n, n),
+        "{s0:?}"
+    );
+    assert_eq!((s0.rx_bytes, a.rx_bytes - a0.rx_bytes), (bytes, bytes));
+    assert_eq!(
+        (s1.tx_packets, b.tx_packets - b0.tx_packets),
+        (n, n),
+        "{s1:?}"
+    );
+    assert_eq!((s1.tx_bytes, b.tx_bytes - b0.tx_bytes), (bytes, bytes));
+    assert_eq!((s0.rx_errors, s0.rx_nombuf, s1.tx_errors), (0, 0, 0));
+    let spread = rss_spread(frames, &default_reta(rxq), rxq, false);
+    assert!(spread.iter().all(|&x| x > 0), "flows reach every queue");
+    assert_eq!(live_queue_packets(&dev, "rq", MAC_A), spread);
+    let mut sq = spread.clone();
+    sq.resize(txq, 0);
+    assert_eq!(live_queue_packets(&dev, "sq", MAC_B), sq);
+}
+
+/// With forwarding stopped, exactly `d` frames fit A's receive ring. With
+/// B's send queue paused and forwarding running, exactly `d` packets fit
+/// B's send ring (testpmd drops what tx_burst refuses); B then drains them.
+/// (`start` flushes whatever waits in the receive queues, so the second
+/// batch goes in after it.)
+fn ring_depths(t: &mut Testpmd, d: u64) {
+    cmd(t, "clear port stats all");
+    let (a0, b0) = (port_counters(t, MAC_A), port_counters(t, MAC_B));
+    t.fault(Fault::TxPause { mac: MAC_B.into() }).unwrap();
+    t.inject(MAC_A, &udp_frames(MAC_A, d as usize + 32, 4))
+        .unwrap();
+    wait_dev(t, "A's RX ring filled", |c| {
+        c.port(MAC_A).unwrap().rx_packets - a0.rx_packets >= d
+    });
+    let dev = settled(t);
+    assert_eq!(
+        dev.port(MAC_A).unwrap().rx_packets - a0.rx_packets,
+        d,
+        "A's receive ring holds {d} buffers"
+    );
+    cmd(t, "start");
+    let k = 2 * d + 64;
+    t.inject(MAC_A, &udp_frames(MAC_A, k as usize, 5)).unwrap();
+    let total = d + 32 + k;
+    let s0 = wait_stats(t, 0, Duration::from_secs(20), |s| s.rx_packets == total);
+    assert_eq!(s0.rx_packets, total, "every frame reached testpmd");
+    let s1 = t.port_stats(1).unwrap();
+    assert_eq!(s1.tx_packets, d, "B's send ring takes {d} packets");
+    assert_eq!(port_counters(t, MAC_B).tx_packets, b0.tx_packets);
+    t.fault(Fault::TxResume { mac: MAC_B.into() }).unwrap();
+    wait_dev(t, "B drained", |c| {
+        c.port(MAC_B).unwrap().tx_packets - b0.tx_packets == d
+    });
+    cmd(t, "stop");
+    let dev = settled(t);
+    let s1 = t.port_stats(1).unwrap();
+    assert_eq!(s1.tx_packets, d);
+    assert_eq!(dev.port(MAC_B).unwrap().tx_packets - b0.tx_packets, d);
+    assert_eq!(s1.tx_bytes, dev.port(MAC_B).unwrap().tx_bytes - b0.tx_bytes);
+}
+
+fn set_desc(t: &mut Testpmd, rxd: u64, txd: u64) -> String {
+    cmd(t, "port stop all");
+    let mut o = cmd(t, &format!("port config all rxd {rxd}"));
+    o += &cmd(t, &format!("port config all txd {txd}"));
+    o + &cmd(t, "port start all")
+}
+
+/// Every power of two from 64 to `max` carries traffic with rings of that
+/// depth, and the in-use mbufs after start are exactly the posted buffers.
+fn descriptor_counts(t: &mut Testpmd, max: u64) {
+    let info = cmd(t, "show port info 0");
+    assert_has(
+        &info,
+        &format!("Max possible number of RXDs per queue: {max}"),
+    );
+    assert_has(&info, "Min possible number of RXDs per queue: 64");
+    assert_has(&info, "RXDs number alignment: 64");
+    assert_has(
+        &info,
+        &format!("Max possible number of TXDs per queue: {max}"),
+    );
+    let mut d = 64;
+    while d <= max {
+        let o = set_desc(t, d, d);
+        assert!(!o.contains("Fail"), "{d} descriptors: {o}");
+        assert_has(
+            &cmd(t, "show rxq info 0 0"),
+            &format!("Number of RXDs: {d}"),
+        );
+        assert_has(
+            &cmd(t, "show txq info 1 0"),
+            &format!("Number of TXDs: {d}"),
+        );
+        // Each port's receive queue posted exactly d buffers.
+        assert_eq!(mbufs_in_use(t), 2 * d, "{d} descriptors");
+        io_round(t, &udp_frames(MAC_A, 300, 1), 1, 1, d as usize / 2);
+        ring_depths(t, d);
+        d *= 2;
+    }
+}
+
+/// A count the ethdev layer lets through (a multiple of 64, in range) but
+/// that is no power of two: our driver says why.
+fn refused_by_driver(t: &mut Testpmd, d: u64, max: u64) {
+    let o = set_desc(t, d, 64);
+    assert_has(
+        &o,
+        &drv_line(
+            NAME,
+            &format!("{d} descriptors: MANA queues take a power of two from 64 to {max}"),
+        ),
+    );
+    assert_has(&o, "Fail to configure port 0 rx queues");
+    let o = set_desc(t, 64, d);
+    assert_has(
+        &o,
+        &drv_line(
+            NAME,
+            &format!("{d} descriptors: MANA queues take a power of two from 64 to {max}"),
+        ),
+    );
+    assert_has(&o, "Fail to configure port 0 tx queues");
+}
+
+/// Counts outside the limits our dev_info reports: testpmd refuses them.
+fn refused_by_limits(t: &mut Testpmd, max: u64) {
+    cmd(t, "port stop all");
+    let o = cmd(t, &format!("port config all rxd {}", max * 2));
+    assert_has(
+        &o,
+        &format!(
+            "Fail: input rxd ({}) can't be greater than max_rxds ({max}) of port 0",
+            max * 2
+        ),
+    );
+    let o = cmd(t, &format!("port config all txd {}", max * 2));
+    assert_has(
+        &o,
+        &format!(
+            "Fail: input txd ({}) can't be greater than max_txds ({max}) of port 0",
+            max * 2
+        ),
+    );
+    let o = cmd(t, "port config all rxd 32");
+    assert_has(
+        &o,
+        "Fail: input rxd (32) can't be less than min_rxds (64) of port 0",
+    );
+    let o = cmd(t, "port config all txd 32");
+    assert_has(
+        &o,
+        "Fail: input txd (32) can't be less than min_txds (64) of port 0",
+    );
+    cmd(t, "port start all");
+}
+
+#[test]
+fn descriptors_64_to_256_under_rdma_core_44() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let env = EmuEnv::new("rs-desc44", two_ports("", "")).unwrap();
+    let mut t = spawn(&env, &["--rxd=64", "--txd=64", "--forward-mode=io"]);
+    descriptor_counts(&mut t, 256);
+    refused_by_limits(&mut t, 256);
+    refused_by_driver(&mut t, 192, 256);
+    // Not a multiple of 64: ethdev refuses it after our dev_info.
+    let o = set_desc(&mut t, 100, 64);
+    assert_has(
+        &o,
+        "Invalid value for nb_rx_desc(=100), should be: <= 256, >= 64, and a product of 64",
+    );
+    // And the port works again with a good count.
+    let o = set_desc(&mut t, 256, 256);
+    assert!(!o.contains("Fail"), "{o}");
+    io_round(&mut t, &udp_frames(MAC_A, 300, 2), 1, 1, 128);
+    t.quit().unwrap();
+}
+
+#[test]
+fn descriptors_64_to_2048_with_a_modern_rdma_core() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let env = EmuEnv::new("rs-descmodern", two_ports("rdma_core = \"modern\"", "")).unwrap();
+    let mut t = spawn(&env, &["--rxd=64", "--txd=64", "--forward-mode=io"]);
+    descriptor_counts(&mut t, 2048);
+    refused_by_limits(&mut t, 2048);
+    refused_by_driver(&mut t, 1536, 2048);
+    refused_by_driver(&mut t, 320, 2048);
+    t.quit().unwrap();
+}
+
+fn set_queues(t: &mut Testpmd, rxq: usize, txq: usize) -> String {
+    cmd(t, "port stop all");
+    let mut o = cmd(t, &format!("port config all rxq {rxq}"));
+    o += &cmd(t, &format!("port config all txq {txq}"));
+    o + &cmd(t, "port start all")
+}
+
+#[test]
+fn one_to_sixteen_queues_carry_traffic_and_impossible_counts_are_refused() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    // The device reports 16 queue pairs.
+    let env = EmuEnv::new("rs-queues", two_ports("", "max_qp = 16")).unwrap();
+    let mut t = spawn(
+        &env,
+        &[
+            "--rxd=256",
+            "--txd=256",
+            "--forward-mode=io",
+            "--total-num-mbufs=24576",
+        ],
+    );
+    let info = cmd(&mut t, "show port info 0");
+    assert_has(&info, "Max possible RX queues: 16");
+    assert_has(&info, "Max possible TX queues: 16");
+    let fr = udp_frames(MAC_A, 1200, 3);
+    for (rxq, txq) in [(1, 1), (2, 2), (2, 3), (4, 4), (4, 7), (8, 8), (16, 16)] {
+        let o = set_queues(&mut t, rxq, txq);
+        assert!(!o.contains("Fail"), "{rxq}/{txq}: {o}");
+        let dev = t.device_counters().unwrap();
+        assert_eq!(live_queue_packets(&dev, "rq", MAC_A).len(), rxq);
+        assert_eq!(live_queue_packets(&dev, "sq", MAC_A).len(), txq);
+        // Every receive queue of both ports posted a full ring.
+        assert_eq!(mbufs_in_use(&mut t), 2 * 256 * rxq as u64, "{rxq}/{txq}");
+        io_round(&mut t, &fr, rxq, txq, 128);
+    }
+
+    // Receive queue counts MANA cannot spread over.
+    for rxq in [3, 5, 6, 12] {
+        let o = set_queues(&mut t, rxq, 4);
+        assert_has(&o, &drv_line(NAME, &format!("{rxq} receive queues: MANA spreads traffic over a power-of-two number of receive queues, at most 64")));
+        assert_has(&o, "Port0 dev_configure = -22");
+    }
+    // No receive or no transmit queue.
+    for (rxq, txq) in [(0, 4), (4, 0)] {
+        let o = set_queues(&mut t, rxq, txq);
+        assert_has(
+            &o,
+            &drv_line(
+                NAME,
+                "configure needs at least one receive and one transmit queue",
+            ),
+        );
+        assert_has(&o, "Port0 dev_configure = -22");
+    }
+    // More queues than the device has: refused by testpmd from our dev_info.
+    cmd(&mut t, "port stop all");
+    let o = cmd(&mut t, "port config all rxq 32");
+    assert_has(
+        &o,
+        "Fail: input rxq (32) can't be greater than max_rx_queues (16) of port 0",
+    );
+    let o = cmd(&mut t, "port config all txq 17");
+    assert_has(
+        &o,
+        "Fail: input txq (17) can't be greater than max_tx_queues (16) of port 0",
+    );
+    // And the port still works.
+    let o = set_queues(&mut t, 4, 4);
+    assert!(!o.contains("Fail"), "{o}");
+    io_round(&mut t, &fr, 4, 4, 128);
+    t.quit().unwrap();
+}
