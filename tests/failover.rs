@@ -1,0 +1,158 @@
+//! Our port as a sub-device of DPDK's software failover and bonding PMDs,
+//! driven by testpmd: traffic is forwarded between the composite port and
+//! a plain MANA port of a second adapter, and the composite port's counters
+//! (the sums of our sub-device's) equal what the emulated device moved.
+
+mod common;
+use common::*;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Adapter 1 (PCI) carries A, the sub-device; adapter 2 (PCI2) carries B.
+fn two_adapters() -> Config {
+    config(
+        "",
+        "",
+        &[
+            (PCI, vec![PortDef::sink(MAC_A).lossless()]),
+            (PCI2, vec![PortDef::sink(MAC_B).lossless()]),
+        ],
+    )
+}
+
+/// io forwarding between port `comp` (composite, sub-device A) and port
+/// `plain` (B): N frames into A come out of B, M frames into B come out of
+/// A; both testpmd ports' counters equal the device's.
+fn forward_through(t: &mut Testpmd, comp: u16, plain: u16) {
+    const N: usize = 1000;
+    const M: usize = 700;
+    let into_a = udp_frames(MAC_A, N, 1);
+    let into_b = udp_frames(MAC_B, M, 2);
+    cmd(t, "start");
+    inject_paced(t, MAC_A, &into_a, 100, |c, sent| {
+        c.port(MAC_B).unwrap().tx_packets == sent
+    });
+    inject_paced(t, MAC_B, &into_b, 100, |c, sent| {
+        c.port(MAC_A).unwrap().tx_packets == sent
+    });
+    cmd(t, "stop");
+    let dev = settled(t);
+    let (a, b) = (dev.port(MAC_A).unwrap(), dev.port(MAC_B).unwrap());
+    let sc = t.port_stats(comp).unwrap();
+    let sp = t.port_stats(plain).unwrap();
+    let (n, m) = (N as u64, M as u64);
+    let (bn, bm) = (total_bytes(&into_a), total_bytes(&into_b));
+    assert_eq!(
+        (a.rx_packets, a.rx_bytes, a.tx_packets, a.tx_bytes),
+        (n, bn, m, bm),
+        "device A"
+    );
+    assert_eq!(
+        (b.rx_packets, b.rx_bytes, b.tx_packets, b.tx_bytes),
+        (m, bm, n, bn),
+        "device B"
+    );
+    assert_eq!(
+        (sc.rx_packets, sc.rx_bytes, sc.tx_packets, sc.tx_bytes),
+        (n, bn, m, bm),
+        "composite port {comp}: {sc:?}"
+    );
+    assert_eq!(
+        (sp.rx_packets, sp.rx_bytes, sp.tx_packets, sp.tx_bytes),
+        (m, bm, n, bn),
+        "port {plain}: {sp:?}"
+    );
+    assert_eq!(
+        (sc.rx_errors, sc.tx_errors, sp.rx_errors, sp.tx_errors),
+        (0, 0, 0, 0)
+    );
+    assert!(a.drops.is_empty() && b.drops.is_empty(), "{a:?} {b:?}");
+}
+
+#[test]
+fn failsafe_sub_device_forwards_with_exact_counts() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let env = EmuEnv::new("rs-failsafe", two_adapters()).unwrap();
+    // B is probed from the allow list (port 0); failsafe (port 1) probes A
+    // itself as its sub-device (port 2, owned by failsafe, hidden).
+    let mut t = spawn_with(
+        &env,
+        &[PCI2],
+        &[&format!("--vdev=net_failsafe0,dev({PCI},mac={MAC_A})")],
+        &["--rxd=256", "--txd=256", "--forward-mode=io"],
+    );
+    let out = t.output();
+    assert!(!out.contains("Fail to start port"), "{out}");
+    let o = cmd(&mut t, "show port summary all");
+    assert_has(&o, "net_failsafe0 net_failsafe   up");
+    assert_has(&o, "7870:00:01.0_port1 net_mana       up");
+    let o = cmd(&mut t, "show port info 1");
+    assert_has(&o, "Driver name: net_failsafe");
+    assert_has(&o, "MAC address: 00:0D:3A:00:00:0A");
+    forward_through(&mut t, 1, 0);
+    t.quit().unwrap();
+}
+
+#[test]
+fn failsafe_with_four_queues_spreads_and_counts_exactly() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let env = EmuEnv::new("rs-failsafe4", two_adapters()).unwrap();
+    let mut t = spawn_with(
+        &env,
+        &[PCI2],
+        &[&format!("--vdev=net_failsafe0,dev({PCI},mac={MAC_A})")],
+        &[
+            "--rxq=4",
+            "--txq=4",
+            "--rxd=256",
+            "--txd=256",
+            "--forward-mode=io",
+        ],
+    );
+    forward_through(&mut t, 1, 0);
+    // A's receive queues got what RSS through failsafe's configuration says.
+    let dev = t.device_counters().unwrap();
+    let want = rss_spread(&udp_frames(MAC_A, 1000, 1), &default_reta(4), 4, false);
+    assert_eq!(live_queue_packets(&dev, "rq", MAC_A), want);
+    t.quit().unwrap();
+}
+
+#[test]
+#[ignore = "driver bug: no mac_addr_set op, so net_bonding cannot start (Failed to update port Id 0 MAC address)"]
+fn bonding_slave_forwards_with_exact_counts() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let env = EmuEnv::new("rs-bonding", two_adapters()).unwrap();
+    // A (port 0) is the bond's only slave, given by PCI address; B is port
+    // 1; the bond (mode 0, round robin) is port 2.
+    let mut t = spawn_with(
+        &env,
+        &[&format!("{PCI},mac={MAC_A}"), PCI2],
+        &[&format!("--vdev=net_bonding0,mode=0,slave={PCI}")],
+        &["--rxd=256", "--txd=256", "--forward-mode=io"],
+    );
+    let out = t.output();
+    assert!(!out.contains("Failed to update port Id"), "{out}");
+    assert!(!out.contains("Fail to start port"), "{out}");
+    let o = cmd(&mut t, "show bonding config 2");
+    assert_has(&o, "Slaves (1): [0]");
+    assert_has(&o, "Active Slaves (1): [0]");
+    let o = cmd(&mut t, "show port summary all");
+    assert_has(&o, "net_bonding0 net_bonding    up");
+    // testpmd listed the slave as a forwarding port before the bond took it.
+    cmd(&mut t, "set portlist 1,2");
+    forward_through(&mut t, 2, 1);
+    t.quit().unwrap();
+}
