@@ -10,3 +10,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # The integration tests start dpdk-testpmd processes; run them one at a time
 # on this 2-core class of machine.
 cargo test --workspace --locked -- --test-threads=1
+# Model checks (loom) of the burst gate and the reset hand-off.
+RUSTFLAGS="--cfg loom" cargo test --release --locked -p net_mana --lib \
+    --target-dir target/loom -- gate:: handoff::

@@ -12,6 +12,7 @@ mod diag;
 mod ethdev;
 pub mod ffi;
 mod gate;
+mod handoff;
 mod intr;
 mod log;
 mod mr;

@@ -29,8 +29,7 @@ use crate::sysfs;
 use crate::verbs::DeviceList;
 use ::log::{error, info, warn};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::{JoinHandle, ThreadId};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const ERR_HANDLE_MODE: ffi::rte_eth_err_handle_mode = ffi::RTE_ETH_ERROR_HANDLE_MODE_PROACTIVE;
@@ -40,26 +39,12 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the recovery thread looks for the device.
 const POLL: Duration = Duration::from_millis(50);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    Active,
-    Recovering,
-    /// Recovery failed or the function was removed: only stop/close work.
-    Failed,
-    /// The port was closed (a recovery in progress was cancelled).
-    Closed,
-}
+pub use crate::handoff::Phase;
+use crate::handoff::{Handoff, Start};
 
-struct State {
-    phase: Phase,
-    cancel: bool,
-    thread: Option<(JoinHandle<()>, ThreadId)>,
-}
-
-/// A port's reset state machine.
+/// A port's reset state: the hand-off, plus what the recovery watches.
 pub struct Reset {
-    state: Mutex<State>,
-    changed: Condvar,
+    handoff: Handoff,
     /// The PCI function went away (device event, or its sysfs entry).
     removed: AtomicBool,
     timeout: Duration,
@@ -73,73 +58,25 @@ impl Reset {
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_TIMEOUT);
         Reset {
-            state: Mutex::new(State {
-                phase: Phase::Active,
-                cancel: false,
-                thread: None,
-            }),
-            changed: Condvar::new(),
+            handoff: Handoff::new(),
             removed: AtomicBool::new(false),
             timeout,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     pub fn phase(&self) -> Phase {
-        self.lock().phase
-    }
-
-    fn set_phase(&self, phase: Phase) {
-        self.lock().phase = phase;
-        self.changed.notify_all();
-    }
-
-    fn cancelled(&self) -> bool {
-        self.lock().cancel
+        self.handoff.phase()
     }
 
     pub fn mark_removed(&self) {
         self.removed.store(true, Ordering::Release);
     }
 
-    /// For `dev_close`: stops a recovery in progress. Waits for the recovery
-    /// thread to finish unless called on it, or on the interrupt thread
-    /// before it was started (which then sees the cancel and starts none).
+    /// For `dev_close`: cancels a recovery in progress (see `Handoff`).
     pub fn cancel_and_wait(&self) {
-        let me = std::thread::current().id();
         // SAFETY: FFI query.
         let on_intr = unsafe { ffi::rte_thread_is_intr() } != 0;
-        let mut st = self.lock();
-        st.cancel = true;
-        loop {
-            match st.thread.take() {
-                Some((h, id)) if id != me => {
-                    drop(st);
-                    let _ = h.join();
-                    st = self.lock();
-                }
-                Some(t) => {
-                    // Closing from our own event callback: nothing to wait for.
-                    st.thread = Some(t);
-                    break;
-                }
-                None if st.phase == Phase::Recovering && !on_intr => {
-                    // The interrupt thread is about to start (or skip) it.
-                    st = self
-                        .changed
-                        .wait_timeout(st, Duration::from_millis(100))
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                }
-                None => break,
-            }
-        }
-        st.phase = Phase::Closed;
-        drop(st);
-        self.changed.notify_all();
+        self.handoff.cancel_and_wait(on_intr);
     }
 }
 
@@ -157,13 +94,8 @@ fn emit(port: &Port, event: ffi::rte_eth_event_type) {
 
 /// EAL interrupt thread: the device reported a fatal error.
 pub fn on_device_fatal(port: Arc<Port>) {
-    {
-        let mut st = port.reset.lock();
-        if st.phase != Phase::Active {
-            return;
-        }
-        st.phase = Phase::Recovering;
-        st.cancel = false;
+    if !port.reset.handoff.begin() {
+        return;
     }
     warn!(
         "{}: device reset (IBV_EVENT_DEVICE_FATAL): stopping traffic and recovering",
@@ -174,29 +106,15 @@ pub fn on_device_fatal(port: Arc<Port>) {
     // itself synchronously from inside its own callback.
     crate::intr::uninstall(&port, false);
     emit(&port, ffi::RTE_ETH_EVENT_ERR_RECOVERING);
-    let mut st = port.reset.lock();
-    if st.cancel {
-        // The application closed the port from the callback.
-        return;
-    }
     let p = port.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!("mana-reset-{}", port.port_id))
-        .spawn(move || recover(p));
-    match spawned {
-        Ok(h) => {
-            let id = h.thread().id();
-            st.thread = Some((h, id));
-            drop(st);
-            port.reset.changed.notify_all();
-        }
-        Err(e) => {
-            st.phase = Phase::Failed;
-            drop(st);
-            port.reset.changed.notify_all();
-            error!("{}: cannot start the recovery thread: {e}", port.name);
-            emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
-        }
+    let started = port.reset.handoff.start(|| {
+        crate::handoff::ThreadBuilder::new()
+            .name(format!("mana-reset-{}", port.port_id))
+            .spawn(move || recover(p))
+    });
+    if let Start::Failed(e) = started {
+        error!("{}: cannot start the recovery thread: {e}", port.name);
+        emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
     }
 }
 
@@ -215,7 +133,7 @@ fn recover(port: Arc<Port>) {
     // Every lock is dropped here; the events may re-enter the driver.
     match outcome {
         Outcome::Recovered => {
-            port.reset.set_phase(Phase::Active);
+            port.reset.handoff.set_phase(Phase::Active);
             info!(
                 "{}: recovered from the device reset in {:?}",
                 port.name,
@@ -224,12 +142,12 @@ fn recover(port: Arc<Port>) {
             emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_SUCCESS);
         }
         Outcome::Failed(why) => {
-            port.reset.set_phase(Phase::Failed);
+            port.reset.handoff.set_phase(Phase::Failed);
             error!("{}: recovery failed: {why}; close the port", port.name);
             emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
         }
         Outcome::Removed => {
-            port.reset.set_phase(Phase::Failed);
+            port.reset.handoff.set_phase(Phase::Failed);
             error!(
                 "{}: the PCI function was removed; close the port",
                 port.name
@@ -245,7 +163,7 @@ fn recover(port: Arc<Port>) {
 
 fn run(port: &Arc<Port>) -> Outcome {
     teardown(port);
-    if port.reset.cancelled() {
+    if port.reset.handoff.cancelled() {
         return Outcome::Cancelled;
     }
     let dev = match wait_for_device(port) {
@@ -287,7 +205,7 @@ fn wait_for_device(port: &Port) -> Result<Device, Outcome> {
     let deadline = Instant::now() + port.reset.timeout;
     let pci_dir = crate::probe::pci_sysfs_dir(&port.pci);
     loop {
-        if port.reset.cancelled() {
+        if port.reset.handoff.cancelled() {
             return Err(Outcome::Cancelled);
         }
         if port.reset.removed.load(Ordering::Acquire) || !pci_dir.exists() {
@@ -347,7 +265,7 @@ fn rebuild(port: &Arc<Port>, dev: Device) -> Outcome {
     // The queue configuration may change under us (an application ignoring
     // ERR_RECOVERING); retry on a stale plan, a few times.
     for _ in 0..4 {
-        if port.reset.cancelled() {
+        if port.reset.handoff.cancelled() {
             return Outcome::Cancelled;
         }
         let plan = {
@@ -391,7 +309,7 @@ pub fn on_device_removed(port: &Port) {
     port.reset.mark_removed();
     let phase = port.reset.phase();
     if phase == Phase::Active {
-        port.reset.set_phase(Phase::Failed);
+        port.reset.handoff.set_phase(Phase::Failed);
         queues::close_gates(port.data());
         error!(
             "{}: the PCI function was removed; close the port",
