@@ -1,21 +1,59 @@
 #!/usr/bin/env bash
-# The main job: builds librte_net_mana.so and runs dpdk-testpmd with it on a
-# fake MANA PCI function (7870:00:00.0, as on Azure), showing the probe.
+# The main job: builds librte_net_mana.so and the software MANA device, then
+# runs dpdk-testpmd with the driver on an emulated adapter (7870:00:00.0, two
+# ports wired to each other): io forwarding for a few seconds, a service
+# reset in the middle (recovered automatically), then the counters of
+# testpmd and of the device side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -p net_mana --lib
-pmd=$PWD/target/release/librte_net_mana.so
+cargo build --release --locked -p mana-emu --examples --bins
+rel=$PWD/target/release
+run=$(mktemp -d /tmp/net-mana-demo.XXXXXX)
+trap 'rm -rf "$run"' EXIT
+cat > "$run/emu.toml" <<TOML
+[options]
+sysfs_root = "$run/sys"
+run_dir = "$run/run"
+reset_down_ms = 1000
 
-root=$(mktemp -d)
-trap 'rm -rf "$root"' EXIT
-dev=$root/7870:00:00.0
-mkdir -p "$dev" "$root/drivers/mana"
-printf '0x1414\n' > "$dev/vendor"; printf '0x00ba\n' > "$dev/device"
-printf '0x1414\n' > "$dev/subsystem_vendor"; printf '0x0001\n' > "$dev/subsystem_device"
-printf '0x020000\n' > "$dev/class"; printf '0\n' > "$dev/numa_node"
-for _ in 1 2 3 4 5 6; do echo "0x0 0x0 0x0"; done > "$dev/resource"
-ln -s ../drivers/mana "$dev/driver"
+[[adapter]]
+pci = "7870:00:00.0"
+ib_name = "mana_0"
 
-dpdk-pmdinfo.py "$pmd"
-SYSFS_PCI_DEVICES=$root timeout 60 dpdk-testpmd --no-huge -m 1024 --file-prefix=net-mana-demo \
-    -d "$pmd" --vdev=7870:00:00.0,mac=00:0d:3a:76:3b:d0 -- -i --total-num-mbufs=8192 </dev/null
+[[adapter.port]]
+mac = "00:0d:3a:76:3b:d0"
+ifname = "eth1"
+backend = { kind = "pair", peer = "00:0d:3a:76:3b:d1" }
+
+[[adapter.port]]
+mac = "00:0d:3a:76:3b:d1"
+ifname = "eth2"
+backend = { kind = "pair", peer = "00:0d:3a:76:3b:d0" }
+TOML
+"$rel/mana-emu" sysfs "$run/emu.toml"
+export MANA_EMU_CONFIG=$run/emu.toml
+dpdk-pmdinfo.py "$rel/librte_net_mana.so"
+
+# testpmd reads its commands from this script; the reset comes from outside.
+{
+    sleep 6 # let testpmd come up
+    echo "set fwd io"
+    echo "start tx_first"
+    sleep 2
+    "$rel/mana-emu" inject reset --pci 7870:00:00.0 >&2
+    sleep 3
+    echo "stop"
+    echo "start tx_first"
+    sleep 2
+    echo "stop"
+    echo "show port stats all"
+    echo "show port xstats 0"
+    sleep 1
+    "$rel/mana-emu" counters >&2
+    echo "quit"
+} | SYSFS_PCI_DEVICES=$run/sys/bus/pci/devices \
+    LD_PRELOAD=$rel/examples/libmana_emu.so \
+    timeout 120 dpdk-testpmd --no-huge -m 1024 --iova-mode=va -l 0,1 --file-prefix=net-mana-demo \
+    -d "$rel/librte_net_mana.so" -a 7870:00:00.0,mac=00:0d:3a:76:3b:d0,mac=00:0d:3a:76:3b:d1 \
+    -- -i --total-num-mbufs=8192 --rxq=2 --txq=2
