@@ -5,6 +5,7 @@
 
 mod common;
 use common::*;
+use std::time::Duration;
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -154,5 +155,69 @@ fn bonding_slave_forwards_with_exact_counts() {
     // testpmd listed the slave as a forwarding port before the bond took it.
     cmd(&mut t, "set portlist 1,2");
     forward_through(&mut t, 2, 1);
+    t.quit().unwrap();
+}
+
+/// PCI hot removal of the sub-device's function: our driver reports it
+/// (INTR_RMV), failsafe closes and removes the sub-device, the process lives
+/// on, the failsafe port restarts without it and the other port keeps
+/// forwarding into it; quitting closes everything cleanly.
+///
+/// Forwarding is stopped around the removal and the ports restarted after
+/// it, for two failsafe (DPDK 22.11.11) problems that do not depend on the
+/// sub-device's PMD: failsafe switches to its checking burst functions by
+/// rewriting `dev->rx_pkt_burst`, which `rte_eth_rx_burst` no longer reads
+/// (fast-path ops are copied at `dev_start`), so with forwarding running it
+/// calls the released sub-device's NULL burst pointer (SIGSEGV); and
+/// `fs_dev_remove` releases the sub-device's port again after closing it,
+/// when its data is zeroed, resetting port 0's fast-path ops.
+#[test]
+fn failsafe_survives_the_hot_removal_of_its_sub_device() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let env = EmuEnv::new("rs-failsafe-rmv", two_adapters()).unwrap();
+    let mut t = spawn_with(
+        &env,
+        &[PCI2],
+        &[&format!("--vdev=net_failsafe0,dev({PCI},mac={MAC_A})")],
+        &["--rxd=256", "--txd=256", "--forward-mode=io"],
+    );
+    forward_through(&mut t, 1, 0);
+    t.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
+    let name = format!("{PCI}_port1");
+    t.wait_for(
+        &drv_line(&name, "the PCI function was removed; close the port"),
+        Duration::from_secs(20),
+    )
+    .unwrap();
+    t.wait_for("Port 2: device removal event", Duration::from_secs(10))
+        .unwrap();
+    // Failsafe closes the sub-device from its hot-plug alarm.
+    t.wait_for("Port 2 is closed", Duration::from_secs(10))
+        .unwrap();
+    // Every port restarts: failsafe's removal releases the closed
+    // sub-device a second time, when its ethdev data is already zeroed, which
+    // resets the fast-path ops of port 0 (B) too.
+    cmd(&mut t, "port stop all");
+    let o = cmd(&mut t, "port start all");
+    assert!(!o.contains("Fail"), "{o}");
+    cmd(&mut t, "start");
+    // B still receives and forwards into failsafe, which has nowhere to send.
+    let b0 = t.device_counters().unwrap().port(MAC_B).unwrap().rx_packets;
+    t.inject(MAC_B, &udp_frames(MAC_B, 100, 9)).unwrap();
+    wait_dev(&t, "B received", |c| {
+        c.port(MAC_B).unwrap().rx_packets == b0 + 100
+    });
+    let s0 = wait_stats(&mut t, 0, Duration::from_secs(10), |s| s.rx_packets == 800);
+    assert_eq!(s0.rx_packets, 800, "{s0:?}");
+    cmd(&mut t, "stop");
+    let dev = t.device_counters().unwrap();
+    assert_eq!(
+        dev.port(MAC_A).unwrap().tx_packets,
+        700,
+        "nothing more left on A"
+    );
     t.quit().unwrap();
 }
