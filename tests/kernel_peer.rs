@@ -60,7 +60,7 @@ fn prerequisites() -> bool {
         eprintln!("kernel_peer: needs root (network namespaces): SKIPPED");
         return false;
     }
-    for t in ["ip", "ping", "nc", "ethtool"] {
+    for t in ["ip", "ping", "nc", "ethtool", "ss"] {
         if !have(t) {
             eprintln!("kernel_peer: {t} not installed: SKIPPED");
             return false;
@@ -283,7 +283,16 @@ fn tcp_transfer_between_namespaces_needs_our_tx_checksum_offload() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The client connects once the server listens.
+    let t0 = std::time::Instant::now();
+    loop {
+        let o = net.exec(&net.b, &["ss", "-Hltn", "sport = :5001"]);
+        if String::from_utf8_lossy(&o.stdout).contains("5001") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "nc never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let client = net.exec(
         &net.a,
         &[

@@ -206,23 +206,27 @@ pub fn live_queue_packets(c: &Counters, kind: &str, mac: &str) -> Vec<u64> {
     v.into_iter().map(|x| x.1).collect()
 }
 
-/// Waits until the device's counters stop changing (two reads 200 ms
+/// Waits until the device's counters stop changing (three reads 250 ms
 /// apart are equal) and returns them.
 pub fn settled(t: &Testpmd) -> Counters {
     let t0 = Instant::now();
     let mut last = t.device_counters().expect("device counters");
-    loop {
-        std::thread::sleep(Duration::from_millis(200));
+    let mut same = 0;
+    while same < 2 {
+        std::thread::sleep(Duration::from_millis(250));
         let c = t.device_counters().expect("device counters");
         if c == last {
-            return c;
+            same += 1;
+        } else {
+            same = 0;
+            last = c;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(30),
             "device never settled"
         );
-        last = c;
     }
+    last
 }
 
 /// Polls `show port stats` until `pred` holds (or `timeout`), returning the
