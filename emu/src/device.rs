@@ -1724,6 +1724,9 @@ impl State {
     /// Parses the WQE at the queue's device offset. Returns the header, the
     /// inline OOB bytes and the SGL, or a vendor error code and how many
     /// bytes to skip.
+    ///
+    /// `client_oob_in_sgl` is accepted on send queues only (LSO WQEs; the
+    /// LSO rules are checked by `build_tx`).
     fn read_wqe(w: &Wq, max: u32) -> Result<ParsedWqe, (u32, u32)> {
         let avail = w.db_tail.wrapping_sub(w.dev_off);
         let size = w.buf.len();
@@ -1736,7 +1739,7 @@ impl State {
         }
         if h.num_sge == 0
             || (oob != 8 && oob != 24)
-            || h.client_oob_in_sgl
+            || (h.client_oob_in_sgl && w.kind != WqKind::Sq)
             || bytes > max
             || ring_off + 8 + oob > size
         {
@@ -1861,6 +1864,20 @@ impl State {
         if o.short_vp_offset != self.ports[port].vp_offset {
             return Err((wire::CQE_TX_VPORT_IDX_OUT_OF_RANGE, ve::BAD_VPORT, "vport"));
         }
+        // An LSO send (TSO), encoded as the Linux driver does: the WQE
+        // header's client_oob_in_sgl + client_data_unit (MSS) + last_vbytes
+        // (size of SGE 0, exactly the headers), at least 2 SGEs.
+        let mss = usize::from(h.client_data_unit);
+        let lso = h.client_oob_in_sgl;
+        if lso && mss == 0 {
+            return Err((wire::CQE_TX_INVALID_OOB, ve::LSO_NO_MSS, "lso"));
+        }
+        if !lso && mss != 0 {
+            return Err((wire::CQE_TX_INVALID_OOB, ve::MSS_WITHOUT_LSO, "lso"));
+        }
+        if lso && (sges.len() < 2 || u32::from(h.last_vbytes) != sges[0].size) {
+            return Err((wire::CQE_TX_INVALID_OOB, ve::LSO_BAD_SGL, "lso"));
+        }
         // Larger than any LSO send (64 KiB of payload plus headers): refuse
         // before gathering, whatever the driver put in the SGE sizes.
         let total: u64 = sges.iter().map(|s| u64::from(s.size)).sum();
@@ -1885,67 +1902,91 @@ impl State {
                 }
             }
         }
-        if frame.len() < pkt::ETH_HLEN {
-            return Err((wire::CQE_TX_INVALID_ETH_TYPE, ve::RUNT, "malformed_wqe"));
-        }
-        // Checksum offloads (the frame is untagged here: DPDK inserts VLAN
-        // through the long OOB).
-        let lay = pkt::parse(&frame).ok_or((
-            wire::CQE_TX_HDR_PROCESSING_ERROR,
-            ve::RUNT,
-            "malformed_wqe",
-        ))?;
-        if o.comp_iphdr_csum && lay.ipv4 {
-            pkt::fill_ipv4_csum(&mut frame, lay.l3);
-        }
-        let cdu = usize::from(h.client_data_unit);
-        if (o.comp_tcp_csum || o.comp_udp_csum) && cdu == 0 {
-            let proto = if o.comp_tcp_csum {
-                pkt::IPPROTO_TCP
-            } else {
-                pkt::IPPROTO_UDP
-            };
-            // TCP: the driver gives the transport offset; UDP: DPDK does not
-            // set it (tx.c), so the device parses the headers.
-            let l4 = if o.comp_tcp_csum && o.trans_off != 0 {
-                Some(usize::from(o.trans_off))
-            } else {
-                lay.l4
-            };
-            let end = if lay.ip_end != 0 {
-                lay.ip_end
-            } else {
-                frame.len()
-            };
-            match l4 {
-                Some(l4) if l4 + if proto == pkt::IPPROTO_TCP { 20 } else { 8 } <= end => {
-                    pkt::fill_l4_csum_offload(&mut frame, l4, end, proto)
-                }
-                _ => {
-                    return Err((
-                        wire::CQE_TX_HDR_PROCESSING_ERROR,
-                        ve::BAD_L4_OFFSET,
-                        "malformed_wqe",
-                    ))
-                }
-            }
-        }
-        let mut frames = if cdu != 0 {
-            pkt::tso_segment(&frame, cdu).ok_or((
-                wire::CQE_TX_HDR_PROCESSING_ERROR,
-                ve::BAD_L4_OFFSET,
-                "malformed_wqe",
-            ))?
-        } else {
-            vec![frame]
-        };
         let mtu = self.ports[port].mtu as usize;
-        for f in frames.iter_mut() {
-            let limit = mtu + pkt::ETH_HLEN + if lay.vlan.is_some() { 4 } else { 0 };
-            if f.len() > limit {
+        let mut frames = if lso {
+            let hlen = sges[0].size as usize;
+            let hl = pkt::parse_lso_headers(&frame[..hlen]).map_err(|e| {
+                let code = match e {
+                    pkt::LsoHeaderError::NotHeaders => ve::LSO_BAD_HEADER,
+                    pkt::LsoHeaderError::NotTcp => ve::LSO_NOT_TCP,
+                };
+                (wire::CQE_TX_HDR_PROCESSING_ERROR, code, "lso")
+            })?;
+            // The OOB asks for what segmentation implies, as the kernel
+            // fills it: outer IP version, IP (v4) and TCP checksums, the
+            // transport offset.
+            if o.is_outer_ipv4 != hl.ipv4
+                || o.is_outer_ipv6 == hl.ipv4
+                || (hl.ipv4 && !o.comp_iphdr_csum)
+                || !o.comp_tcp_csum
+                || o.comp_udp_csum
+                || usize::from(o.trans_off) != hl.l4
+            {
+                return Err((wire::CQE_TX_INVALID_OOB, ve::LSO_BAD_OOB, "lso"));
+            }
+            let payload = frame.len() - hlen;
+            if payload == 0 {
+                return Err((wire::CQE_TX_INVALID_OOB, ve::LSO_BAD_SGL, "lso"));
+            }
+            let (_, largest) = pkt::lso_shape(&hl, payload, mss);
+            let limit = mtu + pkt::ETH_HLEN + if hl.vlan { 4 } else { 0 };
+            if largest > limit {
                 return Err((wire::CQE_TX_MTU_DROP, ve::MTU, "mtu"));
             }
-            if long && o.inject_vlan {
+            pkt::lso_segment(&frame[..hlen], &hl, &frame[hlen..], mss)
+        } else {
+            if frame.len() < pkt::ETH_HLEN {
+                return Err((wire::CQE_TX_INVALID_ETH_TYPE, ve::RUNT, "malformed_wqe"));
+            }
+            // Checksum offloads (the frame is untagged here: DPDK inserts
+            // VLAN through the long OOB).
+            let lay = pkt::parse(&frame).ok_or((
+                wire::CQE_TX_HDR_PROCESSING_ERROR,
+                ve::RUNT,
+                "malformed_wqe",
+            ))?;
+            if o.comp_iphdr_csum && lay.ipv4 {
+                pkt::fill_ipv4_csum(&mut frame, lay.l3);
+            }
+            if o.comp_tcp_csum || o.comp_udp_csum {
+                let proto = if o.comp_tcp_csum {
+                    pkt::IPPROTO_TCP
+                } else {
+                    pkt::IPPROTO_UDP
+                };
+                // TCP: the driver gives the transport offset; UDP: DPDK does
+                // not set it (tx.c), so the device parses the headers.
+                let l4 = if o.comp_tcp_csum && o.trans_off != 0 {
+                    Some(usize::from(o.trans_off))
+                } else {
+                    lay.l4
+                };
+                let end = if lay.ip_end != 0 {
+                    lay.ip_end
+                } else {
+                    frame.len()
+                };
+                match l4 {
+                    Some(l4) if l4 + if proto == pkt::IPPROTO_TCP { 20 } else { 8 } <= end => {
+                        pkt::fill_l4_csum_offload(&mut frame, l4, end, proto)
+                    }
+                    _ => {
+                        return Err((
+                            wire::CQE_TX_HDR_PROCESSING_ERROR,
+                            ve::BAD_L4_OFFSET,
+                            "malformed_wqe",
+                        ))
+                    }
+                }
+            }
+            let limit = mtu + pkt::ETH_HLEN + if lay.vlan.is_some() { 4 } else { 0 };
+            if frame.len() > limit {
+                return Err((wire::CQE_TX_MTU_DROP, ve::MTU, "mtu"));
+            }
+            vec![frame]
+        };
+        if long && o.inject_vlan {
+            for f in frames.iter_mut() {
                 *f = pkt::vlan_insert(f, o.pcp, o.dei, o.vlan_id);
             }
         }

@@ -223,57 +223,160 @@ pub fn vlan_strip(f: &mut Vec<u8>) -> Option<u16> {
     }
 }
 
-/// Segments a TCP frame into MSS-sized frames (TSO / LSO). Headers are
-/// replicated; IPv4 total length, id and checksum, IPv6 payload length, TCP
-/// sequence number, flags and checksum are fixed per segment.
-pub fn tso_segment(f: &[u8], mss: usize) -> Option<Vec<Vec<u8>>> {
-    let l = parse(f)?;
-    let l4 = l.l4?;
-    if l.proto != IPPROTO_TCP || mss == 0 || l.l4_len < 20 {
-        return None;
+/// Where the headers of an LSO send are, parsed from SGE 0 alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LsoHeaders {
+    /// Offset of the IP header (14, or 18 behind an 802.1Q tag).
+    pub l3: usize,
+    /// Offset of the TCP header (`trans_off`).
+    pub l4: usize,
+    /// L2 + L3 + L4 header length: the size SGE 0 must have.
+    pub len: usize,
+    pub ipv4: bool,
+    /// An 802.1Q tag inside the frame (not inserted through the OOB).
+    pub vlan: bool,
+}
+
+/// Why SGE 0 of an LSO send was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LsoHeaderError {
+    /// Not exactly Ethernet + IP + TCP headers (truncated, bad version or
+    /// length fields, or payload bytes after the TCP header).
+    NotHeaders,
+    /// A well-formed header of something other than a non-fragmented
+    /// IPv4 / IPv6 TCP packet.
+    NotTcp,
+}
+
+/// Parses SGE 0 of an LSO send, which must hold exactly the L2 + L3 + L4
+/// headers: Ethernet (+ one 802.1Q tag), IPv4 (options allowed, not a
+/// fragment) or IPv6 (no extension headers), and TCP (options allowed).
+/// The IP length fields are not read: the driver leaves them 0.
+pub fn parse_lso_headers(h: &[u8]) -> Result<LsoHeaders, LsoHeaderError> {
+    use LsoHeaderError::*;
+    if h.len() < ETH_HLEN {
+        return Err(NotHeaders);
     }
-    let thl = usize::from(f[l4 + 12] >> 4) * 4;
-    if thl < 20 || thl > l.l4_len {
-        return None;
+    let (mut ethertype, mut l3, mut vlan) = (be16(h, 12), ETH_HLEN, false);
+    if ethertype == ETH_P_8021Q {
+        if h.len() < ETH_HLEN + 4 {
+            return Err(NotHeaders);
+        }
+        ethertype = be16(h, 16);
+        l3 += 4;
+        vlan = true;
     }
-    let hdr_end = l4 + thl;
-    let payload = &f[hdr_end..l.ip_end];
-    if payload.len() <= mss {
-        return Some(vec![f[..l.ip_end].to_vec()]);
+    let (l4, ipv4) = match ethertype {
+        ETH_P_IP => {
+            if h.len() < l3 + 20 || h[l3] >> 4 != 4 {
+                return Err(NotHeaders);
+            }
+            let ihl = usize::from(h[l3] & 0xf) * 4;
+            if ihl < 20 || h.len() < l3 + ihl {
+                return Err(NotHeaders);
+            }
+            if h[l3 + 9] != IPPROTO_TCP || be16(h, l3 + 6) & 0x3fff != 0 {
+                return Err(NotTcp);
+            }
+            (l3 + ihl, true)
+        }
+        ETH_P_IPV6 => {
+            if h.len() < l3 + 40 || h[l3] >> 4 != 6 {
+                return Err(NotHeaders);
+            }
+            if h[l3 + 6] != IPPROTO_TCP {
+                return Err(NotTcp);
+            }
+            (l3 + 40, false)
+        }
+        _ => return Err(NotTcp),
+    };
+    if h.len() < l4 + 20 {
+        return Err(NotHeaders);
     }
-    let seq0 = u32::from_be_bytes(f[l4 + 4..l4 + 8].try_into().unwrap());
-    let flags0 = f[l4 + 13];
+    let thl = usize::from(h[l4 + 12] >> 4) * 4;
+    if thl < 20 || h.len() != l4 + thl {
+        return Err(NotHeaders);
+    }
+    Ok(LsoHeaders {
+        l3,
+        l4,
+        len: l4 + thl,
+        ipv4,
+        vlan,
+    })
+}
+
+/// Number of segments and the largest segment's frame length of an LSO
+/// send of `payload` bytes.
+pub fn lso_shape(hl: &LsoHeaders, payload: usize, mss: usize) -> (usize, usize) {
+    (payload.div_ceil(mss), hl.len + payload.min(mss))
+}
+
+/// Segments an LSO send (TSO) as MANA does, from the headers of SGE 0 as
+/// the Linux driver leaves them and the payload of SGEs 1..n.
+///
+/// Every segment carries a copy of the headers with: IPv4 total length set,
+/// identification incremented per segment and header checksum computed;
+/// IPv6 payload length set; TCP sequence number advanced by the payload
+/// already sent; FIN and PSH only on the last segment, CWR only on the
+/// first; TCP checksum completed from the driver's prefill. The prefill is
+/// the folded, uncomplemented pseudo-header sum over the addresses and the
+/// protocol with length 0; the device adds the segment's TCP length and
+/// its bytes and stores the complement (so a wrong prefill gives a wrong
+/// checksum on the wire, as on a NIC that trusts it).
+pub fn lso_segment(hdr: &[u8], hl: &LsoHeaders, payload: &[u8], mss: usize) -> Vec<Vec<u8>> {
+    let (l3, l4) = (hl.l3, hl.l4);
+    let seq0 = u32::from_be_bytes(hdr[l4 + 4..l4 + 8].try_into().unwrap());
+    let flags0 = hdr[l4 + 13];
+    let id0 = if hl.ipv4 { be16(hdr, l3 + 4) } else { 0 };
     let nseg = payload.len().div_ceil(mss);
-    let ip_id0 = if l.ipv4 { be16(f, l.l3 + 4) } else { 0 };
     let mut out = Vec::with_capacity(nseg);
     for (i, chunk) in payload.chunks(mss).enumerate() {
-        let mut s = Vec::with_capacity(hdr_end + chunk.len());
-        s.extend_from_slice(&f[..hdr_end]);
+        let mut s = Vec::with_capacity(hdr.len() + chunk.len());
+        s.extend_from_slice(hdr);
         s.extend_from_slice(chunk);
-        let last = i + 1 == nseg;
-        let ip_len = hdr_end - l.l3 + chunk.len();
-        if l.ipv4 {
-            put_be16(&mut s, l.l3 + 2, ip_len as u16);
-            put_be16(&mut s, l.l3 + 4, ip_id0.wrapping_add(i as u16));
-            fill_ipv4_csum(&mut s, l.l3);
+        let l3_len = s.len() - l3;
+        if hl.ipv4 {
+            put_be16(&mut s, l3 + 2, l3_len as u16);
+            put_be16(&mut s, l3 + 4, id0.wrapping_add(i as u16));
+            fill_ipv4_csum(&mut s, l3);
         } else {
-            put_be16(&mut s, l.l3 + 4, (ip_len - 40) as u16);
+            put_be16(&mut s, l3 + 4, (l3_len - 40) as u16);
         }
         let seq = seq0.wrapping_add((i * mss) as u32);
         s[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
         let mut fl = flags0;
-        if !last {
+        if i + 1 != nseg {
             fl &= !(0x01 | 0x08); // FIN, PSH only on the last segment
         }
         if i != 0 {
             fl &= !0x80; // CWR only on the first
         }
         s[l4 + 13] = fl;
-        let sl = parse(&s)?;
-        fill_l4_csum_full(&mut s, &sl);
+        let tcp_len = s.len() - l4;
+        // The checksum field still holds the prefill, summed with the rest.
+        let sum = csum_add(0, &s[l4..]).wrapping_add(tcp_len as u32);
+        let c = !csum_fold(sum);
+        put_be16(&mut s, l4 + 16, c);
         out.push(s);
     }
-    Some(out)
+    out
+}
+
+/// The TCP checksum prefill of an LSO send: the folded, uncomplemented
+/// pseudo-header sum over the addresses and the protocol, length 0
+/// (Linux: `~csum_tcpudp_magic(saddr, daddr, 0, IPPROTO_TCP, 0)` /
+/// `~csum_ipv6_magic(...)`; DPDK: `rte_ipv4_phdr_cksum` /
+/// `rte_ipv6_phdr_cksum` with `RTE_MBUF_F_TX_TCP_SEG`).
+pub fn lso_tcp_prefill(hdr: &[u8], hl: &LsoHeaders) -> u16 {
+    let l3 = hl.l3;
+    let addrs = if hl.ipv4 {
+        &hdr[l3 + 12..l3 + 20]
+    } else {
+        &hdr[l3 + 8..l3 + 40]
+    };
+    csum_fold(csum_add(0, addrs).wrapping_add(u32::from(IPPROTO_TCP)))
 }
 
 /// Toeplitz hash (the RSS hash of NDIS / MANA) of `input` under `key`.

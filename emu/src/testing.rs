@@ -470,6 +470,28 @@ impl Cq {
     }
 }
 
+/// Splits a complete, valid TCP frame into what a driver posts for an LSO
+/// send, as the Linux driver leaves the headers: IPv4 total length and
+/// header checksum 0 (IPv6 payload length 0), TCP checksum = the folded,
+/// uncomplemented pseudo-header sum with length 0. Returns the headers
+/// (SGE 0), their layout, and the payload.
+pub fn linux_lso_split(frame: &[u8]) -> (Vec<u8>, crate::pkt::LsoHeaders, Vec<u8>) {
+    let l = crate::pkt::parse(frame).expect("a parsable frame");
+    let l4 = l.l4.expect("TCP");
+    let hlen = l4 + usize::from(frame[l4 + 12] >> 4) * 4;
+    let mut h = frame[..hlen].to_vec();
+    if l.ipv4 {
+        h[l.l3 + 2..l.l3 + 4].fill(0);
+        h[l.l3 + 10..l.l3 + 12].fill(0);
+    } else {
+        h[l.l3 + 4..l.l3 + 6].fill(0);
+    }
+    let hl = crate::pkt::parse_lso_headers(&h).expect("LSO headers");
+    let p = crate::pkt::lso_tcp_prefill(&h, &hl);
+    h[l4 + 16..l4 + 18].copy_from_slice(&p.to_be_bytes());
+    (h, hl, frame[hlen..l.ip_end].to_vec())
+}
+
 pub struct TxQueue<'c, 'd> {
     pub ctx: &'c Ctx<'d>,
     pub qp: u32,
@@ -511,6 +533,68 @@ impl TxQueue<'_, '_> {
         .expect("write_wqe");
         self.head_bu = self.head_bu.wrapping_add(bu);
         off
+    }
+
+    /// Writes a WQE laid out for `oob` and `sges` (as `post_raw` with no
+    /// MSS), then replaces its 8-byte header with `header` verbatim, for
+    /// tests of malformed headers. Returns its byte offset in the ring.
+    pub fn post_with_header(
+        &mut self,
+        header: gdma::WqeHeader,
+        oob: &[u8],
+        sges: &[gdma::Sge],
+    ) -> u32 {
+        let off = self.post_raw(oob, sges, 0);
+        self.sq.write(off as usize, &header.to_raw().to_le_bytes());
+        off
+    }
+
+    /// Posts an LSO send the way the Linux driver does
+    /// (`gdma::write_lso_wqe`): `headers` (copied to the pool) in SGE 0,
+    /// then one SGE per `payload` chunk, MSS `mss`. Returns the WQE's byte
+    /// offset in the ring.
+    pub fn post_lso(
+        &mut self,
+        headers: &[u8],
+        payload: &[&[u8]],
+        oob: &TxOob,
+        long: bool,
+        mss: u32,
+    ) -> u32 {
+        let mut sges = vec![gdma::Sge::new(
+            self.ctx.alloc_pkt(headers),
+            self.ctx.lkey,
+            headers.len() as u32,
+        )];
+        for p in payload {
+            sges.push(gdma::Sge::new(
+                self.ctx.alloc_pkt(p),
+                self.ctx.lkey,
+                p.len() as u32,
+            ));
+        }
+        let off = (self.head_bu * 32) & (self.sq.len() as u32 - 1);
+        // SAFETY: the ring position past the last doorbell is not read by
+        // the device.
+        let ring = unsafe { self.sq.slice_mut() };
+        let bu = gdma::write_lso_wqe(ring, self.head_bu, &oob.encode(long), &sges, mss)
+            .expect("write_lso_wqe");
+        self.head_bu = self.head_bu.wrapping_add(bu);
+        off
+    }
+
+    /// The OOB of an LSO send as the Linux driver fills it for the headers
+    /// `hl`: outer IP version, `comp_iphdr_csum`, `comp_tcp_csum`,
+    /// `trans_off`.
+    pub fn lso_oob(&self, hl: &crate::pkt::LsoHeaders) -> TxOob {
+        TxOob {
+            is_outer_ipv4: hl.ipv4,
+            is_outer_ipv6: !hl.ipv4,
+            comp_iphdr_csum: true,
+            comp_tcp_csum: true,
+            trans_off: hl.l4 as u16,
+            ..self.oob()
+        }
     }
 
     /// Posts `frame` (copied to the pool) with `oob`.

@@ -72,6 +72,22 @@ pub mod vendor_err {
     pub const RUNT: u32 = 9;
     pub const BAD_L4_OFFSET: u32 = 10;
     pub const WQE_PAST_TAIL: u32 = 11;
+    /// `client_oob_in_sgl` without an MSS in `client_data_unit`.
+    pub const LSO_NO_MSS: u32 = 12;
+    /// An MSS in `client_data_unit` without `client_oob_in_sgl`.
+    pub const MSS_WITHOUT_LSO: u32 = 13;
+    /// LSO WQE with fewer than 2 SGEs, `last_vbytes` not the size of SGE 0,
+    /// or no payload after the headers.
+    pub const LSO_BAD_SGL: u32 = 14;
+    /// LSO: SGE 0 is not exactly the L2 + L3 + L4 headers.
+    pub const LSO_BAD_HEADER: u32 = 15;
+    /// LSO: not a (non-fragmented) IPv4 / IPv6 TCP packet.
+    pub const LSO_NOT_TCP: u32 = 16;
+    /// LSO: the TX OOB does not request what segmentation needs
+    /// (`is_outer_ipv4`/`is_outer_ipv6` matching the packet,
+    /// `comp_iphdr_csum` for IPv4, `comp_tcp_csum`, no `comp_udp_csum`,
+    /// `trans_off` = L2 + L3 length).
+    pub const LSO_BAD_OOB: u32 = 17;
 }
 
 /// The 8-byte GDMA WQE header (`struct gdma_wqe`).

@@ -311,58 +311,6 @@ fn tx_checksum_offload_ipv4_udp_tcp() {
 }
 
 #[test]
-fn tx_tso_segments_at_client_data_unit() {
-    let dev = TestDevice::new("tso", cfg());
-    let ctx = dev.open();
-    let mut tx = ctx.tx_queue(1, 64).unwrap();
-    dev.capture(A);
-    let f = build::tcp4(
-        mac(B),
-        mac(A),
-        [1, 2, 3, 4],
-        [5, 6, 7, 8],
-        40000,
-        80,
-        1000,
-        3500,
-    );
-    let mut o = tx.oob();
-    o.is_outer_ipv4 = true;
-    o.comp_iphdr_csum = true;
-    o.comp_tcp_csum = true;
-    o.trans_off = 34;
-    tx.post_with(&f, &o, false, 1000);
-    tx.ring();
-    let c = tx.cq.wait(1);
-    assert_eq!(c[0].cqe_type, wire::CQE_TX_OKAY);
-    let segs = dev.take_capture(A);
-    assert_eq!(segs.len(), 4);
-    let payload = &f[54..];
-    for (i, s) in segs.iter().enumerate() {
-        let l = pkt::parse(s).unwrap();
-        let plen = if i < 3 { 1000 } else { 500 };
-        assert_eq!(s.len(), 54 + plen);
-        assert!(pkt::ipv4_csum_ok(s, l.l3));
-        assert_eq!(pkt::l4_csum_ok(s, &l), Some(true));
-        assert_eq!(
-            u32::from_be_bytes(s[38..42].try_into().unwrap()),
-            1000 + 1000 * i as u32,
-            "seq"
-        );
-        assert_eq!(
-            u16::from_be_bytes([s[18], s[19]]),
-            u16::from_be_bytes([f[18], f[19]]).wrapping_add(i as u16),
-            "ip id"
-        );
-        assert_eq!(&s[54..], &payload[i * 1000..i * 1000 + plen]);
-        let psh = s[47] & 0x08 != 0;
-        assert_eq!(psh, i == 3, "PSH only on the last segment");
-    }
-    let k = dev.counters();
-    assert_eq!(k.port(A).unwrap().tx_packets, 4);
-}
-
-#[test]
 fn tx_mtu_drop_gets_error_cqe() {
     let dev = TestDevice::new("mtu", cfg());
     let ctx = dev.open();

@@ -18,8 +18,13 @@
 //!   field, and the `*_checked` variants return `Err(())`. The named
 //!   constructors (`try_new`, [`TxShortOob::for_queue`],
 //!   [`SqDoorbell::for_head_bu`], [`CqDoorbell::arm_at`], [`WqeLayout::new`],
-//!   [`write_wqe`]) range-check and return an [`EncodeError`] naming the
-//!   field instead.
+//!   [`write_wqe`], [`WqeHeader::try_new_lso`], [`write_lso_wqe`])
+//!   range-check and return an [`EncodeError`] naming the field instead.
+//! * LSO (TCP segmentation offload) send WQEs follow the Linux driver's
+//!   encoding: `client_oob_in_sgl = 1`, `last_vbytes` = size of SGE 0 (the
+//!   headers, nothing else), `client_data_unit` = MSS, at least 2 SGEs; the
+//!   TX OOB stays inline. [`read_wqe`] accepts these fields only in that
+//!   combination, on a send queue.
 //!
 //! Field names follow the Linux kernel's `include/net/mana/{gdma,mana}.h`
 //! spelling; where DPDK's `drivers/net/mana/mana.h` uses a different name the

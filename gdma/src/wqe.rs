@@ -24,7 +24,9 @@ pub struct WqeHeader {
     /// Must be zero (dword0 bits 0-23).
     #[bits(24)]
     pub reserved: u32,
-    /// `last_vbytes` (dword0 bits 24-31); neither driver sets it.
+    /// `last_vbytes` (dword0 bits 24-31): in an LSO WQE the size of SGE 0,
+    /// which holds exactly the packet headers (the kernel's
+    /// `GDMA_WR_PAD_BY_SGE0`); 0 in every other WQE.
     #[bits(8)]
     pub last_vbytes: u8,
     /// Number of SGEs (dword1 bits 0-7). 0 is allowed: DPDK then writes one
@@ -34,12 +36,15 @@ pub struct WqeHeader {
     /// Inline OOB size in dwords (bits 8-10): 2 (8 bytes) or 6 (24 bytes).
     #[bits(3)]
     pub inline_oob_size_div4: u8,
-    /// OOB carried in the SGL instead of inline (bit 11); unused by the drivers.
+    /// `client_oob_in_sgl` (bit 11): set in an LSO WQE (the kernel's
+    /// `GDMA_WR_OOB_IN_SGL`, always together with `GDMA_WR_PAD_BY_SGE0`).
+    /// Despite the name the TX OOB stays inline; SGE 0 carries the headers.
     pub client_oob_in_sgl: bool,
     /// Must be zero (bits 12-15; DPDK names bits 12/13 `consume_credit`/`fence`).
     #[bits(4)]
     pub reserved1: u8,
-    /// Client data unit, the LSO MSS (bits 16-29); DPDK always writes 0.
+    /// Client data unit (bits 16-29): the LSO MSS (the kernel writes
+    /// `gso_size`, send queues only); 0 in every other WQE.
     #[bits(14)]
     pub client_data_unit: u16,
     /// Must be zero (bits 30-31; DPDK names them `check_sn`/`sgl_direct`).
@@ -90,6 +95,73 @@ impl WqeHeader {
             .with_inline_oob_size_div4((inline_oob_size / 4) as u8)
             .with_client_data_unit(cdu))
     }
+}
+
+impl WqeHeader {
+    /// Builds the header of an LSO (TCP segmentation offload) send WQE the
+    /// way the Linux driver does (`GDMA_WR_OOB_IN_SGL | GDMA_WR_PAD_BY_SGE0`):
+    /// `client_oob_in_sgl = 1`, `last_vbytes = header_len` (the size of
+    /// SGE 0, which holds exactly the L2+L3+L4 headers) and
+    /// `client_data_unit = mss`. Fails unless `num_sge >= 2`,
+    /// `1 <= mss <= 0x3fff` and `1 <= header_len <= 255`.
+    pub fn try_new_lso(
+        num_sge: usize,
+        inline_oob_size: usize,
+        mss: u32,
+        header_len: u32,
+    ) -> Result<Self, EncodeError> {
+        if num_sge < 2 {
+            return Err(EncodeError::InvalidValue {
+                what: Self::NAME,
+                field: "num_sge",
+                value: num_sge as u64,
+                expected: "at least 2 SGEs in an LSO WQE (headers, then payload)",
+            });
+        }
+        if mss == 0 {
+            return Err(EncodeError::InvalidValue {
+                what: Self::NAME,
+                field: "client_data_unit",
+                value: 0,
+                expected: "a non-zero MSS in an LSO WQE",
+            });
+        }
+        if header_len == 0 {
+            return Err(EncodeError::InvalidValue {
+                what: Self::NAME,
+                field: "last_vbytes",
+                value: 0,
+                expected: "the size of SGE 0 (the packet headers), 1..=255",
+            });
+        }
+        let lv = check_bits(Self::NAME, "last_vbytes", header_len as u64, 8)? as u8;
+        Ok(Self::try_new(num_sge, inline_oob_size, mss)?
+            .with_client_oob_in_sgl(true)
+            .with_last_vbytes(lv))
+    }
+
+    /// The LSO parameters if this is an LSO WQE header
+    /// (`client_oob_in_sgl` set). Not validated; see [`read_wqe`].
+    #[inline]
+    pub const fn lso(&self) -> Option<Lso> {
+        if self.client_oob_in_sgl() {
+            Some(Lso {
+                mss: self.client_data_unit(),
+                header_len: self.last_vbytes(),
+            })
+        } else {
+            None
+        }
+    }
+}
+
+/// The parameters of an LSO (TCP segmentation offload) send WQE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lso {
+    /// Maximum TCP payload per segment (`client_data_unit`).
+    pub mss: u16,
+    /// Size of the headers in SGE 0 (`last_vbytes`).
+    pub header_len: u8,
 }
 
 impl WireType for WqeHeader {
@@ -327,6 +399,9 @@ fn check_ring(len: usize) -> bool {
 /// SGE if `sges` is empty, as DPDK does) wrapping at the ring end, and
 /// zeroes the padding up to the next BU so the ring holds no stale bytes.
 /// `ring.len()` must be a power of two of at least 32 bytes and hold the WQE.
+///
+/// `client_data_unit` must be 0: a non-zero value is an LSO MSS, which the
+/// device accepts only in an LSO WQE written by [`write_lso_wqe`].
 pub fn write_wqe(
     ring: &mut [u8],
     head_bu: u32,
@@ -336,6 +411,48 @@ pub fn write_wqe(
     client_data_unit: u32,
 ) -> Result<u32, EncodeError> {
     let layout = WqeLayout::new(wq, inline_oob.len(), sges.len())?;
+    let header = WqeHeader::try_new(sges.len(), layout.oob_slot, client_data_unit)?;
+    if client_data_unit != 0 {
+        return Err(EncodeError::InvalidValue {
+            what: WqeHeader::NAME,
+            field: "client_data_unit",
+            value: client_data_unit as u64,
+            expected: "0 outside an LSO WQE (see write_lso_wqe)",
+        });
+    }
+    write_wqe_with_header(ring, head_bu, wq, layout, header, inline_oob, sges)
+}
+
+/// Writes an LSO (TCP segmentation offload) send WQE, as the Linux driver
+/// posts a GSO packet: SGE 0 must hold exactly the L2+L3+L4 headers, the
+/// payload follows in SGEs 1..n, `mss` is the maximum TCP payload of each
+/// segment. The header is [`WqeHeader::try_new_lso`]`(sges.len(), oob, mss,
+/// sges[0].size)`; everything else as [`write_wqe`]. The OOB stays inline
+/// and must request the offloads (see the emulator's README for the full
+/// contract: `is_outer_ipv4`/`is_outer_ipv6`, `comp_iphdr_csum`,
+/// `comp_tcp_csum`, `trans_off`).
+pub fn write_lso_wqe(
+    ring: &mut [u8],
+    head_bu: u32,
+    inline_oob: &[u8],
+    sges: &[Sge],
+    mss: u32,
+) -> Result<u32, EncodeError> {
+    let layout = WqeLayout::new(WqType::Sq, inline_oob.len(), sges.len())?;
+    let hdr_len = sges.first().map_or(0, |s| s.size());
+    let header = WqeHeader::try_new_lso(sges.len(), layout.oob_slot, mss, hdr_len)?;
+    write_wqe_with_header(ring, head_bu, WqType::Sq, layout, header, inline_oob, sges)
+}
+
+fn write_wqe_with_header(
+    ring: &mut [u8],
+    head_bu: u32,
+    wq: WqType,
+    layout: WqeLayout,
+    header: WqeHeader,
+    inline_oob: &[u8],
+    sges: &[Sge],
+) -> Result<u32, EncodeError> {
     let len = ring.len();
     if !check_ring(len) || len < layout.size {
         return Err(EncodeError::InvalidValue {
@@ -345,7 +462,6 @@ pub fn write_wqe(
             expected: "a power of two holding at least one WQE",
         });
     }
-    let header = WqeHeader::try_new(sges.len(), layout.oob_slot, client_data_unit)?;
     let start = (head_bu as usize).wrapping_mul(WQE_BU_SIZE) & (len - 1);
 
     // Header + OOB slot fit in the first BU, which never wraps.
@@ -416,15 +532,27 @@ impl<'a> WqeView<'a> {
     pub fn size_bu(&self) -> u32 {
         self.layout.size_bu()
     }
+
+    /// The LSO parameters of an LSO send WQE ([`read_wqe`] has checked
+    /// them against the SGL).
+    pub fn lso(&self) -> Option<Lso> {
+        self.header.lso()
+    }
 }
 
 /// Parses and validates the WQE at byte position `pos` (unmasked, as carried
 /// by SQ/RQ doorbells) of a ring written by a driver.
 ///
 /// Rejects: a ring whose length is not a power of two >= 32, a position not
-/// on a BU boundary, an invalid header ([`WqeHeader::validate`]),
-/// `client_oob_in_sgl` (not supported), a 24-byte OOB or non-zero OOB bytes
-/// on an RQ, and SGE counts or sizes beyond the queue's limits.
+/// on a BU boundary, an invalid header ([`WqeHeader::validate`]), a 24-byte
+/// OOB or non-zero OOB bytes on an RQ, SGE counts or sizes beyond the
+/// queue's limits, and LSO fields out of place:
+///
+/// * `client_oob_in_sgl` is accepted only on an SQ, as an LSO WQE: it needs
+///   `client_data_unit` (the MSS) non-zero, at least 2 SGEs and
+///   `last_vbytes` equal to the (non-zero) size of SGE 0;
+/// * without `client_oob_in_sgl`, `client_data_unit` and `last_vbytes`
+///   must be 0.
 pub fn read_wqe(ring: &[u8], pos: u32, wq: WqType) -> Result<WqeView<'_>, DecodeError> {
     let what = wq.name();
     let len = ring.len();
@@ -447,12 +575,47 @@ pub fn read_wqe(ring: &[u8], pos: u32, wq: WqType) -> Result<WqeView<'_>, Decode
     let start = pos as usize & (len - 1);
     let header = WqeHeader::decode(&ring[start..])?;
     if header.client_oob_in_sgl() {
-        return Err(DecodeError::InvalidField {
-            what: WqeHeader::NAME,
-            field: "client_oob_in_sgl",
-            value: 1,
-            expected: "0 (OOB in SGL is not supported)",
-        });
+        if wq == WqType::Rq {
+            return Err(DecodeError::InvalidField {
+                what: WqeHeader::NAME,
+                field: "client_oob_in_sgl",
+                value: 1,
+                expected: "0 on a receive queue",
+            });
+        }
+        if header.client_data_unit() == 0 {
+            return Err(DecodeError::InvalidField {
+                what: WqeHeader::NAME,
+                field: "client_oob_in_sgl",
+                value: 1,
+                expected: "0 unless an LSO WQE (an MSS in client_data_unit)",
+            });
+        }
+        if header.num_sge() < 2 {
+            return Err(DecodeError::InvalidField {
+                what: WqeHeader::NAME,
+                field: "num_sge",
+                value: header.num_sge() as u64,
+                expected: "at least 2 SGEs in an LSO WQE",
+            });
+        }
+    } else {
+        if header.client_data_unit() != 0 {
+            return Err(DecodeError::InvalidField {
+                what: WqeHeader::NAME,
+                field: "client_data_unit",
+                value: header.client_data_unit() as u64,
+                expected: "0 unless client_oob_in_sgl (LSO)",
+            });
+        }
+        if header.last_vbytes() != 0 {
+            return Err(DecodeError::InvalidField {
+                what: WqeHeader::NAME,
+                field: "last_vbytes",
+                value: header.last_vbytes() as u64,
+                expected: "0 unless client_oob_in_sgl (LSO)",
+            });
+        }
     }
     let layout = WqeLayout::new_unchecked(header.inline_oob_size(), header.num_sge() as usize);
     if layout.num_sge > wq.max_sges() {
@@ -477,6 +640,17 @@ pub fn read_wqe(ring: &[u8], pos: u32, wq: WqType) -> Result<WqeView<'_>, Decode
         header,
         layout,
     };
+    if let Some(lso) = header.lso() {
+        let sge0 = view.sge(0).map_or(0, |s| s.size());
+        if lso.header_len == 0 || u32::from(lso.header_len) != sge0 {
+            return Err(DecodeError::InvalidField {
+                what: WqeHeader::NAME,
+                field: "last_vbytes",
+                value: lso.header_len as u64,
+                expected: "the size of SGE 0 (the packet headers), non-zero",
+            });
+        }
+    }
     if wq == WqType::Rq {
         if layout.oob_slot != INLINE_OOB_SMALL_SIZE {
             return Err(DecodeError::InvalidField {
@@ -693,6 +867,140 @@ mod tests {
         assert_eq!(
             read_wqe(&small, 0, WqType::Sq).unwrap_err().field(),
             Some("wqe_size")
+        );
+    }
+
+    #[test]
+    fn golden_lso_header() {
+        // What the Linux driver writes for a GSO packet: 3 SGEs, short OOB,
+        // MSS 1448, 54 bytes of headers in SGE 0.
+        let h = WqeHeader::try_new_lso(3, 8, 1448, 54).unwrap();
+        // dw0 = 54 << 24; dw1 = 1448 << 16 | 1 << 11 | 2 << 8 | 3
+        assert_eq!(h.as_bytes(), &[0, 0, 0, 54, 0x03, 0x0a, 0xa8, 0x05]);
+        assert!(h.validate().is_ok());
+        assert_eq!(
+            h.lso(),
+            Some(Lso {
+                mss: 1448,
+                header_len: 54
+            })
+        );
+        assert_eq!(WqeHeader::try_new(3, 8, 0).unwrap().lso(), None);
+        let field = |r: Result<WqeHeader, EncodeError>| match r.unwrap_err() {
+            EncodeError::InvalidValue { field, .. } | EncodeError::FieldOverflow { field, .. } => {
+                field
+            }
+            e => panic!("{e:?}"),
+        };
+        assert_eq!(field(WqeHeader::try_new_lso(1, 8, 1448, 54)), "num_sge");
+        assert_eq!(
+            field(WqeHeader::try_new_lso(2, 8, 0, 54)),
+            "client_data_unit"
+        );
+        assert_eq!(
+            field(WqeHeader::try_new_lso(2, 8, 0x4000, 54)),
+            "client_data_unit"
+        );
+        assert_eq!(field(WqeHeader::try_new_lso(2, 8, 1448, 0)), "last_vbytes");
+        assert_eq!(
+            field(WqeHeader::try_new_lso(2, 8, 1448, 256)),
+            "last_vbytes"
+        );
+    }
+
+    #[test]
+    fn golden_lso_wqe() {
+        let mut ring = [0xeeu8; 128];
+        let oob = [0x3d, 1, 0, 0, 34, 0, 0, 0]; // any 8 bytes
+        let sges = [
+            Sge::new(0x1000, 7, 54),
+            Sge::new(0x2000, 7, 4000),
+            Sge::new(0x3000, 7, 96),
+        ];
+        let bu = write_lso_wqe(&mut ring, 1, &oob, &sges, 1448).unwrap();
+        assert_eq!(bu, 2); // 8 + 8 + 48 = 64
+        assert_eq!(&ring[..32], &[0xee; 32]);
+        assert_eq!(&ring[32..40], &[0, 0, 0, 54, 0x03, 0x0a, 0xa8, 0x05]);
+        assert_eq!(&ring[40..48], &oob);
+        assert_eq!(&ring[48..64], sges[0].as_bytes());
+        assert_eq!(&ring[80..96], sges[2].as_bytes());
+        let v = read_wqe(&ring, 32, WqType::Sq).unwrap();
+        assert_eq!(
+            v.lso(),
+            Some(Lso {
+                mss: 1448,
+                header_len: 54
+            })
+        );
+        assert_eq!(v.sges().collect::<Vec<_>>(), sges);
+        assert_eq!(v.inline_oob(), &oob);
+        // Encoder refusals.
+        assert!(write_lso_wqe(&mut ring, 0, &oob, &sges[..1], 1448).is_err());
+        assert!(write_lso_wqe(&mut ring, 0, &oob, &sges, 0).is_err());
+        let big = [Sge::new(0x1000, 7, 300), sges[1]];
+        assert!(write_lso_wqe(&mut ring, 0, &oob, &big, 1448).is_err());
+        // A non-LSO writer refuses an MSS.
+        assert_eq!(
+            match write_wqe(&mut ring, 0, WqType::Sq, &oob, &sges, 1448).unwrap_err() {
+                EncodeError::InvalidValue { field, .. } => field,
+                e => panic!("{e:?}"),
+            },
+            "client_data_unit"
+        );
+    }
+
+    #[test]
+    fn read_wqe_lso_rejections() {
+        let oob = [0u8; 8];
+        let sges = [Sge::new(0x1000, 7, 54), Sge::new(0x2000, 7, 4000)];
+        let mut ring = [0u8; 128];
+        let put = |ring: &mut [u8], h: WqeHeader| ring[..8].copy_from_slice(h.as_bytes());
+        write_lso_wqe(&mut ring, 0, &oob, &sges, 1448).unwrap();
+        let lso = WqeHeader::try_new_lso(2, 8, 1448, 54).unwrap();
+        assert!(read_wqe(&ring, 0, WqType::Sq).is_ok());
+        // On a receive queue.
+        assert_eq!(
+            read_wqe(&ring, 0, WqType::Rq).unwrap_err().field(),
+            Some("client_oob_in_sgl")
+        );
+        // client_oob_in_sgl without an MSS.
+        put(&mut ring, lso.with_client_data_unit(0));
+        assert_eq!(
+            read_wqe(&ring, 0, WqType::Sq).unwrap_err().field(),
+            Some("client_oob_in_sgl")
+        );
+        // An MSS without client_oob_in_sgl.
+        put(
+            &mut ring,
+            lso.with_client_oob_in_sgl(false).with_last_vbytes(0),
+        );
+        assert_eq!(
+            read_wqe(&ring, 0, WqType::Sq).unwrap_err().field(),
+            Some("client_data_unit")
+        );
+        // last_vbytes without client_oob_in_sgl.
+        put(
+            &mut ring,
+            WqeHeader::try_new(2, 8, 0).unwrap().with_last_vbytes(54),
+        );
+        assert_eq!(
+            read_wqe(&ring, 0, WqType::Sq).unwrap_err().field(),
+            Some("last_vbytes")
+        );
+        // last_vbytes not the size of SGE 0.
+        for lv in [0u8, 53, 55] {
+            put(&mut ring, lso.with_last_vbytes(lv));
+            assert_eq!(
+                read_wqe(&ring, 0, WqType::Sq).unwrap_err().field(),
+                Some("last_vbytes"),
+                "{lv}"
+            );
+        }
+        // Fewer than 2 SGEs.
+        put(&mut ring, lso.with_num_sge(1));
+        assert_eq!(
+            read_wqe(&ring, 0, WqType::Sq).unwrap_err().field(),
+            Some("num_sge")
         );
     }
 

@@ -186,6 +186,35 @@ proptest! {
         prop_assert_eq!(v.sges().collect::<Vec<_>>(), sges);
     }
 
+    #[test]
+    fn lso_wqe_ring_roundtrip(
+        log_len in 9u32..=12,
+        head_bu in any::<u32>(),
+        big in any::<bool>(),
+        mss in 1u32..=0x3fff,
+        hdr in 1u32..=255,
+        payload in proptest::collection::vec((any::<u64>(), any::<u32>(), any::<u32>()), 1..=28),
+    ) {
+        let oob = vec![0x5au8; if big { 24 } else { 8 }];
+        let mut sges = vec![Sge::new(0x1000, 9, hdr)];
+        sges.extend(payload.iter().map(|&(a, k, s)| Sge::new(a, k, s)));
+        let mut ring = vec![0xeeu8; 1 << log_len];
+        let bu = write_lso_wqe(&mut ring, head_bu, &oob, &sges, mss).unwrap();
+        prop_assert_eq!(bu, wqe_size_bu(oob.len(), sges.len()));
+        let v = read_wqe(&ring, head_bu.wrapping_mul(32), WqType::Sq).unwrap();
+        // Raw header bits: last_vbytes, num_sge, OOB size, bit 11, MSS.
+        let raw = u64::from_le_bytes(v.header.as_bytes().try_into().unwrap());
+        let want = (hdr as u64) << 24
+            | (sges.len() as u64) << 32
+            | ((oob.len() as u64) / 4) << 40
+            | 1 << 43
+            | (mss as u64) << 48;
+        prop_assert_eq!(raw, want);
+        prop_assert_eq!(v.lso(), Some(Lso { mss: mss as u16, header_len: hdr as u8 }));
+        prop_assert_eq!(v.sges().collect::<Vec<_>>(), sges);
+        prop_assert_eq!(v.inline_oob(), &oob[..]);
+    }
+
     // ----- TX OOBs ------------------------------------------------------------
 
     #[test]
