@@ -13,7 +13,6 @@ use crate::txq::{self, TxQueue};
 use ::log::{error, info, warn};
 use std::ffi::{c_int, c_uint, c_void};
 use std::ptr;
-use std::sync::atomic::Ordering;
 
 /// RX offloads the device implements.
 pub const RX_OFFLOADS: u64 = RX_OFFLOAD_CHECKSUM | RX_OFFLOAD_RSS_HASH | RX_OFFLOAD_VLAN_STRIP;
@@ -85,7 +84,7 @@ pub unsafe fn set_burst_stopped(dev: *mut rte_eth_dev) {
     }
 }
 
-unsafe fn set_burst_running(dev: *mut rte_eth_dev) {
+pub unsafe fn set_burst_running(dev: *mut rte_eth_dev) {
     // SAFETY: a live ethdev of ours; netvsc and failsafe read these fields directly.
     unsafe {
         (*dev).rx_pkt_burst = Some(rxq::rx_burst);
@@ -181,11 +180,10 @@ unsafe extern "C" fn dev_infos_get(
     dev: *mut rte_eth_dev,
     info: *mut ffi::rte_eth_dev_info,
 ) -> c_int {
-    let p = port(dev);
     // SAFETY: ethdev passes a zeroed info struct.
     let info = unsafe { &mut *info };
-    let lim = p.limits;
-    let max_desc = p.max_desc.load(Ordering::Relaxed);
+    let lim = crate::port::shared_limits(data(dev));
+    let max_desc = lim.max_desc;
     info.min_mtu = MIN_MTU;
     info.max_mtu = MAX_MTU;
     info.min_rx_bufsize = 1024;
@@ -335,7 +333,7 @@ unsafe extern "C" fn tx_queue_setup(
 }
 
 fn check_desc(p: &Port, nb_desc: u16) -> Result<(), c_int> {
-    let max = p.max_desc.load(Ordering::Relaxed);
+    let max = crate::port::shared_limits(p.data()).max_desc;
     if !nb_desc.is_power_of_two() || nb_desc < MIN_DESC || nb_desc > max {
         error!(
             "{}: {nb_desc} descriptors: MANA queues take a power of two from {MIN_DESC} to {max}",
@@ -870,6 +868,38 @@ unsafe extern "C" fn tx_done_cleanup(q: *mut c_void, free_cnt: u32) -> c_int {
     // SAFETY: ethdev passes one of our tx queues.
     unsafe { txq::tx_done_cleanup(q, free_cnt) }
 }
+
+unsafe extern "C" fn secondary_link_update(dev: *mut rte_eth_dev, _wait: c_int) -> c_int {
+    let up = data(dev).dev_started() != 0;
+    // SAFETY: a live ethdev.
+    unsafe { ffi::mana_shim_linkstatus_set(dev, &link(up)) }
+}
+
+unsafe extern "C" fn secondary_close(dev: *mut rte_eth_dev) -> c_int {
+    crate::mp::detach_secondary(data(dev).port_id);
+    0
+}
+
+/// What a secondary process may do: the data path, and reading the port.
+pub static SECONDARY_OPS: ffi::eth_dev_ops = {
+    // SAFETY: every member is an Option of a function pointer; zero is None.
+    let mut o: ffi::eth_dev_ops = unsafe { std::mem::zeroed() };
+    o.dev_close = Some(secondary_close);
+    o.link_update = Some(secondary_link_update);
+    o.stats_get = Some(stats_get);
+    o.stats_reset = Some(stats_reset);
+    o.xstats_get = Some(crate::xstats::xstats_get);
+    o.xstats_get_names = Some(crate::xstats::xstats_get_names);
+    o.xstats_reset = Some(stats_reset);
+    o.dev_infos_get = Some(dev_infos_get);
+    o.rxq_info_get = Some(rxq_info_get);
+    o.txq_info_get = Some(txq_info_get);
+    o.rx_burst_mode_get = Some(rx_burst_mode_get);
+    o.tx_burst_mode_get = Some(tx_burst_mode_get);
+    o.dev_supported_ptypes_get = Some(supported_ptypes);
+    o.tx_done_cleanup = Some(tx_done_cleanup);
+    o
+};
 
 pub static OPS: ffi::eth_dev_ops = {
     // SAFETY: every member is an Option of a function pointer; zero is None.

@@ -15,6 +15,7 @@ mod gate;
 mod handoff;
 mod intr;
 mod log;
+mod mp;
 mod mr;
 pub mod pci;
 mod port;

@@ -7,7 +7,7 @@ use crate::sysfs::PortNetdev;
 use crate::verbs::{Context, DeviceInfo, DeviceList, Pd};
 use ::log::{error, info};
 use std::ffi::{c_int, c_void, CString};
-use std::sync::atomic::{AtomicPtr, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What probe found for one port.
@@ -21,8 +21,11 @@ pub struct PortSpec {
     pub attr: ffi::ibv_device_attr_ex,
 }
 
-/// Device limits from `ibv_query_device_ex`, clamped to what ethdev can carry.
+/// Device limits from `ibv_query_device_ex`, clamped to what ethdev can
+/// carry. A copy sits in `dev_private` (shared memory) for every process,
+/// with `max_desc` lowered to what libmana accepts.
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 pub struct Limits {
     pub max_queues: u16,
     pub max_desc: u16,
@@ -80,8 +83,6 @@ pub struct Port {
     pub intr: crate::intr::Intr,
     /// Per-queue epoll fds standing in for the completion channels.
     pub rx_epfds: Mutex<Vec<c_int>>,
-    /// Deepest queue libmana accepts (see `queues::probe_max_desc`).
-    pub max_desc: AtomicU16,
     pub pci: crate::sysfs::PciAddr,
     pub reset: crate::reset::Reset,
 }
@@ -174,7 +175,6 @@ pub(crate) fn create(
         ctx: AtomicPtr::new(ctx),
         intr,
         rx_epfds: Mutex::new(Vec::new()),
-        max_desc: AtomicU16::new(0),
         pci,
         reset: crate::reset::Reset::new(),
     });
@@ -194,13 +194,37 @@ pub(crate) fn create(
         }
         return Err(e);
     }
+    let mut limits = port.limits;
     {
         let ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(dev) = ctrl.dev.as_ref() {
-            port.max_desc
-                .store(crate::queues::probe_max_desc(&port, dev), Ordering::Relaxed);
+            limits.max_desc = crate::queues::probe_max_desc(&port, dev);
         }
     }
+    // SAFETY: ethdev frees dev_private with rte_free at release.
+    let shared = unsafe {
+        ffi::rte_zmalloc_socket(
+            c"mana_port".as_ptr(),
+            std::mem::size_of::<Limits>(),
+            64,
+            numa,
+        )
+    } as *mut Limits;
+    if shared.is_null() {
+        error!("{name}: out of memory");
+        // SAFETY: undoing the allocation above.
+        unsafe {
+            free_private(eth_dev);
+            ffi::rte_eth_dev_release_port(eth_dev);
+        }
+        return Err(-libc::ENOMEM);
+    }
+    // SAFETY: fresh memory for one Limits; the port is not published yet.
+    unsafe {
+        shared.write(limits);
+        (*(*eth_dev).data).dev_private = shared as *mut c_void;
+    }
+    crate::mp::init_primary();
     crate::reset::watch_removal(&port);
     // SAFETY: publishes the port to applications.
     unsafe { ffi::rte_eth_dev_probing_finish(eth_dev) };
@@ -251,7 +275,9 @@ pub(crate) fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
     }
 }
 
-pub(crate) fn probe_secondary(_pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int {
-    error!("{name}: secondary processes are not supported yet; attach from the primary");
-    -libc::ENOTSUP
+/// The limits any process reads from a port's shared data.
+pub fn shared_limits(data: &ffi::rte_eth_dev_data) -> Limits {
+    // SAFETY: dev_private is the Limits written at creation, for the life
+    // of the port.
+    unsafe { *(data.dev_private as *const Limits) }
 }

@@ -61,7 +61,7 @@ pub(crate) fn pci_probe(dev: &mut ffi::rte_pci_device) -> c_int {
     };
     // SAFETY: FFI call without arguments.
     if unsafe { ffi::rte_eal_process_type() } != ffi::RTE_PROC_PRIMARY {
-        return port::probe_secondary(dev, &device_name(dev));
+        return crate::mp::attach_secondary(dev, &device_name(dev));
     }
     let list = match DeviceList::get() {
         Ok(l) => l,

@@ -242,6 +242,14 @@ pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<(), (StartError
         tx_hw,
         rx_hw,
     } = built;
+    // Every queue of a context shares its doorbell page.
+    if let Some(page) = tx_hw
+        .first()
+        .map(|h| h.db_page)
+        .or(rx_hw.first().map(|h| h.db_page))
+    {
+        crate::mp::set_doorbell_page(p.port_id, page);
+    }
     for (i, hw) in tx_hw.iter().enumerate() {
         // SAFETY: the queue exists (plan generation checked by the caller),
         // its gate is closed, and `running` keeps the rings alive until detach.
@@ -293,6 +301,10 @@ unsafe extern "C" fn register_pool(mp: *mut ffi::rte_mempool, arg: *mut c_void) 
 /// Finds or creates a registration covering `[addr, addr + len)` on the
 /// port's device (the data path's slow path on a cache miss).
 pub fn register_memory(port_id: u16, addr: usize, len: usize) -> Option<Region> {
+    // SAFETY: FFI query.
+    if unsafe { ffi::rte_eal_process_type() } != ffi::RTE_PROC_PRIMARY {
+        return crate::mp::register_remote(port_id, addr, len);
+    }
     // SAFETY: the queue's port id names one of our live ethdevs, whose
     // process_private is a Port while the port exists.
     let p = unsafe {

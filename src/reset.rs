@@ -261,6 +261,8 @@ fn rebuild(port: &Arc<Port>, dev: Device) -> Outcome {
         return Outcome::Failed(format!("device event handler: {e}"));
     }
     queues::register_all_pools(port, &dev);
+    // Secondaries map the new page while every gate is still closed.
+    crate::mp::remap_secondaries(port);
     let mut dev = Some(dev);
     // The queue configuration may change under us (an application ignoring
     // ERR_RECOVERING); retry on a stale plan, a few times.

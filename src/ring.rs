@@ -199,9 +199,11 @@ fn classify(owner: u8, lap: u32) -> CqeState {
     }
 }
 
-/// Writes a 64-bit doorbell after making the WQEs visible to the device.
+/// Writes a 64-bit doorbell of `port_id` at `offset` in this process's
+/// doorbell page, after making the WQEs visible to the device.
 #[inline(always)]
-pub fn doorbell(slot: *mut u64, value: u64) {
+pub fn doorbell(port_id: u16, offset: usize, value: u64) {
+    let page = crate::mp::doorbell_page(port_id);
     // The doorbell page is write-combining: order the ring stores first.
     #[cfg(target_arch = "x86_64")]
     // SAFETY: sfence has no preconditions.
@@ -210,9 +212,10 @@ pub fn doorbell(slot: *mut u64, value: u64) {
     };
     #[cfg(not(target_arch = "x86_64"))]
     std::sync::atomic::fence(Ordering::Release);
-    // SAFETY: `slot` is inside this process's doorbell page of the context
-    // that owns the queue (set at attach); one aligned 64-bit store.
-    unsafe { ptr::write_volatile(slot, value.to_le()) };
+    // SAFETY: the page is this process's mapping of the doorbell page of the
+    // context that owns the queue (set before any gate opens); `offset` is
+    // one of the 8-byte-aligned slots inside it.
+    unsafe { ptr::write_volatile(page.add(offset) as *mut u64, value.to_le()) };
 }
 
 #[cfg(test)]

@@ -63,10 +63,6 @@ pub struct RxState {
     deficit: u32,
     /// A coalesced completion delivered partly: its data and next packet.
     pending: Option<(*const Cqe, u8)>,
-    /// The RQ slot of this process's doorbell page.
-    db: *mut u64,
-    /// The CQ slot of the same page, for arming rx interrupts.
-    cq_db: *mut u64,
     pub mp: *mut ffi::rte_mempool,
     buf_len: u32,
     vlan_strip: bool,
@@ -142,8 +138,6 @@ impl RxQueue {
                         nb_desc: u32::from(nb_desc),
                         deficit: 0,
                         pending: None,
-                        db: ptr::null_mut(),
-                        cq_db: ptr::null_mut(),
                         mp,
                         buf_len: room.saturating_sub(ffi::RTE_PKTMBUF_HEADROOM),
                         vlan_strip: offloads & consts::RX_OFFLOAD_VLAN_STRIP != 0,
@@ -197,8 +191,6 @@ impl RxState {
         unsafe {
             self.rq = WorkQueue::new(hw.rq_buf, hw.rq_size, hw.rq_id);
             self.cq = CompQueue::new(hw.cq_buf, hw.cq_count, hw.cq_id);
-            self.db = hw.db_page.add(gdma::DOORBELL_OFFSET_RQ) as *mut u64;
-            self.cq_db = hw.db_page.add(gdma::DOORBELL_OFFSET_CQ) as *mut u64;
         }
         self.desc_head = 0;
         self.desc_tail = 0;
@@ -221,9 +213,7 @@ impl RxState {
         }
         self.rq = WorkQueue::empty();
         self.cq = CompQueue::empty();
-        self.db = ptr::null_mut();
         self.mr.clear();
-        self.cq_db = ptr::null_mut();
         self.pending = None;
         n
     }
@@ -234,7 +224,7 @@ impl RxState {
         let value = (1u64 << 63)
             | (u64::from(tail & 0x7fff_ffff) << 32)
             | u64::from(self.cq.id & 0xff_ffff);
-        crate::ring::doorbell(self.cq_db, value);
+        crate::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_CQ, value);
     }
 
     #[inline(always)]
@@ -288,7 +278,7 @@ impl RxState {
         if posted > 0 {
             let value =
                 (u64::from(self.rq.doorbell_tail()) << 32) | u64::from(self.rq.id & 0xff_ffff);
-            crate::ring::doorbell(self.db, value);
+            crate::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_RQ, value);
         }
         posted
     }

@@ -82,8 +82,6 @@ pub struct TxState {
     desc_tail: u32,
     desc_len: u32,
     nb_desc: u32,
-    /// The SQ slot of this process's doorbell page.
-    db: *mut u64,
     /// Per-queue OOB fields (vcq_num, vsq_frame, vport offset).
     oob_template: TxShortOob,
     /// The vPort offset does not fit the short OOB: always use the long one.
@@ -154,7 +152,6 @@ impl TxQueue {
                         desc_tail: 0,
                         desc_len: 0,
                         nb_desc: u32::from(nb_desc),
-                        db: ptr::null_mut(),
                         oob_template: TxShortOob::new(),
                         long_vp: None,
                         max_sge: 1,
@@ -201,7 +198,6 @@ impl TxState {
         unsafe {
             self.sq = WorkQueue::new(hw.sq_buf, hw.sq_size, hw.sq_id);
             self.cq = CompQueue::new(hw.cq_buf, hw.cq_count, hw.cq_id);
-            self.db = hw.db_page.add(gdma::DOORBELL_OFFSET_SQ) as *mut u64;
         }
         let (vp_short, long_vp) = match u8::try_from(hw.vp_offset) {
             Ok(v) => (v, None),
@@ -229,7 +225,6 @@ impl TxState {
         }
         self.sq = WorkQueue::empty();
         self.cq = CompQueue::empty();
-        self.db = ptr::null_mut();
         self.mr.clear();
         n
     }
@@ -467,7 +462,7 @@ impl TxState {
     #[inline(always)]
     fn ring_doorbell(&mut self) {
         let value = (u64::from(self.sq.doorbell_tail()) << 32) | u64::from(self.sq.id & 0xff_ffff);
-        crate::ring::doorbell(self.db, value);
+        crate::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_SQ, value);
     }
 }
 

@@ -212,14 +212,21 @@ fn resets_at_random_points_inside_bursts_and_control_operations_leave_a_working_
             let o = t.cmd(op).unwrap();
             assert!(!o.contains("Segmentation"), "round {round} {op}: {o}");
         }
+        // A trigger counted in packets needs traffic: keep it flowing until
+        // the reset fires (the random operations may have stopped ports).
+        let t0 = Instant::now();
+        while events(&t.output(), 0, "error recovering") < round + 1 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "reset {round} never fired:\n{}",
+                t.output()
+            );
+            t.cmd("stop").unwrap();
+            t.cmd("port start all").unwrap();
+            t.cmd("start tx_first").unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+        }
         t.cmd("stop").unwrap();
-        wait_for_events(
-            &t,
-            0,
-            "error recovering",
-            round + 1,
-            Duration::from_secs(10),
-        );
         // Recovered (or refused while recovering): the port ends up usable.
         let t0 = Instant::now();
         loop {

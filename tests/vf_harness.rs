@@ -269,3 +269,127 @@ fn callbacks_closing_the_port_are_clean_under_valgrind() {
         assert_eq!(r.value("IN_USE"), 0, "{}", r.out);
     }
 }
+
+/// 2 MiB hugepages for the multi-process test (secondaries cannot share
+/// `--no-huge` memory); restores the previous count on drop.
+struct Hugepages(u64);
+
+impl Hugepages {
+    const NR: &'static str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+
+    fn reserve(n: u64) -> Hugepages {
+        let before: u64 = std::fs::read_to_string(Self::NR)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        if before < n {
+            std::fs::write(Self::NR, n.to_string()).expect("reserve hugepages (root)");
+        }
+        let now: u64 = std::fs::read_to_string(Self::NR)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(now >= n, "only {now} hugepages could be reserved");
+        let mounted = std::fs::read_to_string("/proc/mounts")
+            .unwrap()
+            .contains("hugetlbfs");
+        if !mounted {
+            std::fs::create_dir_all("/dev/hugepages").unwrap();
+            let st = Command::new("mount")
+                .args(["-t", "hugetlbfs", "nodev", "/dev/hugepages"])
+                .status()
+                .unwrap();
+            assert!(st.success(), "mount hugetlbfs");
+        }
+        Hugepages(before)
+    }
+}
+
+impl Drop for Hugepages {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::NR, self.0.to_string());
+    }
+}
+
+#[test]
+fn a_secondary_process_forwards_through_the_primarys_port_across_resets() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _pages = Hugepages::reserve(256);
+    let env = EmuEnv::new("mp", config(20, false)).unwrap();
+    let dir = env.dir.clone();
+    let prefix = "vfh-mp";
+    let base = |c: &mut Command, mode: &str, resets: &str| {
+        c.args([mode, resets])
+            .args([
+                "-m",
+                "256",
+                "-l",
+                "0",
+                "--iova-mode=va",
+                "--file-prefix",
+                prefix,
+            ])
+            .arg("-d")
+            .arg(profile_dir().join("librte_net_mana.so"))
+            .args(["-a", PCI])
+            .env("LD_PRELOAD", emu_lib_path().unwrap())
+            .env("MANA_EMU_CONFIG", &env.config_path)
+            .env("MANA_EMU_RUN_DIR", &env.config.options.run_dir)
+            .env("SYSFS_PCI_DEVICES", env.pci_devices())
+            .env("VF_PCI", PCI)
+            .env("VF_MARK", dir.join("mark"))
+            .env("VF_STOP", dir.join("stop"))
+            .env("VF_EXITED", dir.join("exited"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+    };
+    let mut p = Command::new(harness());
+    base(&mut p, "mp-primary", "3");
+    let primary = p.spawn().unwrap();
+    // The secondary attaches once the primary's port exists.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut c = Command::new("timeout");
+    c.arg("60").arg(harness());
+    base(&mut c, "mp-secondary", "0");
+    c.arg("--proc-type=secondary");
+    let secondary = c.output().unwrap();
+    let primary = primary.wait_with_output().unwrap();
+    let sec = String::from_utf8_lossy(&secondary.stdout).into_owned()
+        + &String::from_utf8_lossy(&secondary.stderr);
+    let pri = Run {
+        ok: primary.status.success(),
+        out: String::from_utf8_lossy(&primary.stdout).into_owned()
+            + &String::from_utf8_lossy(&primary.stderr),
+    };
+    assert!(
+        secondary.status.success(),
+        "secondary:\n{sec}\nprimary:\n{}",
+        pri.out
+    );
+    assert!(pri.ok, "primary:\n{}\nsecondary:\n{sec}", pri.out);
+    let value = |k: &str| -> u64 {
+        sec.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .unwrap_or_else(|| panic!("no {k} in {sec}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert!(value("SEC_RX ") > 1000, "{sec}");
+    // Traffic through the secondary resumed after the last reset: it was
+    // handed the new doorbell page.
+    assert!(value("SEC_RX_AFTER ") > 100, "{sec}\n{}", pri.out);
+    assert_eq!(
+        pri.events()
+            .iter()
+            .filter(|e| e.starts_with("RECOVERY_SUCCESS"))
+            .count(),
+        3,
+        "{}",
+        pri.out
+    );
+    assert_eq!(pri.value("IN_USE"), 0, "{}", pri.out);
+}

@@ -16,6 +16,10 @@
  *   close-success     rte_eth_dev_close() inside the RECOVERY_SUCCESS callback
  *   remove-failed     rte_dev_remove() inside the RECOVERY_FAILED callback
  *   close-rmv         rte_eth_dev_close() inside the INTR_RMV callback
+ *   mp-primary        configures and starts the port, then resets the
+ *                     device <resets> times while a secondary sends
+ *   mp-secondary      (--proc-type=secondary) sends and receives through
+ *                     the primary's port until the primary says stop
  *
  * Faults are requested from the emulator inside this process over its
  * control socket (in MANA_EMU_RUN_DIR): "reset" (or "hot_remove" with
@@ -55,6 +59,8 @@ static uint16_t port;
 static struct rte_mempool *pool;
 static _Atomic int state = VF_ACTIVE;
 static _Atomic int recovered, failed, removed_events, closed;
+/* mp-primary: a secondary owns the queues; the primary never bursts. */
+static int primary_quiet;
 static uint64_t owner_id;
 /* Held by the data path around VF bursts, taken for writing to close the
  * port (netvsc's vf_lock). */
@@ -181,7 +187,7 @@ static uint64_t traffic(void)
 	uint64_t n = 0;
 
 	pthread_rwlock_rdlock(&vf_lock);
-	if (atomic_load(&state) == VF_ACTIVE && !atomic_load(&closed) &&
+	if (!primary_quiet && atomic_load(&state) == VF_ACTIVE && !atomic_load(&closed) &&
 	    rte_eth_devices[port].data->dev_started)
 		n = vf_burst();
 	pthread_rwlock_unlock(&vf_lock);
@@ -223,6 +229,66 @@ static void wait_until(_Atomic int *counter, int value, double seconds)
 	}
 }
 
+static int file_exists(const char *env)
+{
+	const char *p = getenv(env);
+
+	return p != NULL && access(p, F_OK) == 0;
+}
+
+static void touch(const char *env)
+{
+	const char *p = getenv(env);
+	FILE *f = p ? fopen(p, "w") : NULL;
+
+	if (f)
+		fclose(f);
+}
+
+/* The secondary: bursts through the primary's queues until VF_STOP exists;
+ * counts what it receives after VF_MARK appears (the last reset is over). */
+static int run_secondary(void)
+{
+	struct rte_mbuf *pkts[32];
+	uint64_t rx = 0, rx_after = 0, tx = 0;
+	int marked = 0;
+	uint16_t i, n;
+
+	pool = rte_mempool_lookup("vf_pool");
+	/* The primary owns the port, so it is valid but not "available". */
+	if (pool == NULL || !rte_eth_dev_is_valid_port(port)) {
+		fprintf(stderr, "secondary: no pool or port\n");
+		return 1;
+	}
+	while (!file_exists("VF_STOP")) {
+		if (!marked && file_exists("VF_MARK"))
+			marked = 1;
+		if (rte_pktmbuf_alloc_bulk(pool, pkts, 32) == 0) {
+			for (i = 0; i < 32; i++) {
+				char *p = rte_pktmbuf_append(pkts[i], 60);
+				memset(p, 0, 60);
+				p[12] = 0x88;
+				p[13] = 0xb5;
+			}
+			n = rte_eth_tx_burst(port, 0, pkts, 32);
+			tx += n;
+			if (n < 32)
+				rte_pktmbuf_free_bulk(pkts + n, 32 - n);
+		}
+		n = rte_eth_rx_burst(port, 0, pkts, 32);
+		rx += n;
+		if (marked)
+			rx_after += n;
+		rte_pktmbuf_free_bulk(pkts, n);
+		rte_delay_us_sleep(50);
+	}
+	printf("SEC_TX %" PRIu64 "\nSEC_RX %" PRIu64 "\nSEC_RX_AFTER %" PRIu64 "\n", tx, rx, rx_after);
+	fflush(stdout);
+	touch("VF_EXITED");
+	rte_eal_cleanup();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct rte_eth_conf conf = { .intr_conf = { .rmv = 1 } };
@@ -243,6 +309,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "EAL init failed\n");
 		return 1;
 	}
+	if (strcmp(mode, "mp-secondary") == 0)
+		return run_secondary();
 	if (rte_eth_dev_count_avail() < 1) {
 		fprintf(stderr, "no port\n");
 		return 1;
@@ -264,6 +332,25 @@ int main(int argc, char **argv)
 	    rte_eth_dev_start(port) != 0) {
 		fprintf(stderr, "port setup failed\n");
 		return 1;
+	}
+	if (strcmp(mode, "mp-primary") == 0) {
+		int t;
+
+		primary_quiet = 1;
+		printf("READY\n");
+		fflush(stdout);
+		rte_delay_us_sleep(2000000);
+		for (r = 1; r <= resets; r++) {
+			if (emu_fault("reset") != 0)
+				return 1;
+			wait_until(&recovered, r, 20);
+		}
+		touch("VF_MARK");
+		rte_delay_us_sleep(2000000);
+		touch("VF_STOP");
+		for (t = 0; t < 200 && !file_exists("VF_EXITED"); t++)
+			rte_delay_us_sleep(50000);
+		resets = 0;
 	}
 	for (r = 1; r <= resets && !atomic_load(&closed); r++) {
 		uint64_t before = sent;

@@ -1,0 +1,371 @@
+//! Multi-process support. Queues, rings, descriptors and memory
+//! registrations live in DPDK shared memory, so a secondary process can run
+//! the burst functions of the primary's ports. What is per process is the
+//! doorbell page: each process maps it from the primary's uverbs fd, which
+//! it gets over DPDK's IPC. Memory the primary has not registered yet is
+//! registered on request, by the primary.
+//!
+//! Resets: the burst gates live in shared memory, so a secondary stops
+//! ringing doorbells when the primary closes them; after recovery the
+//! primary hands every secondary the new device's fd to map before it
+//! reopens the gates.
+
+use crate::ffi;
+use crate::mr::Region;
+use crate::port::Port;
+use ::log::{error, info, warn};
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Once;
+
+const MP_NAME: &CStr = c"net_mana_mp";
+const TIMEOUT_S: i64 = 5;
+const PAGE: usize = gdma::DOORBELL_PAGE_SIZE;
+
+/// Request kinds.
+const DOORBELL_FD: u32 = 1;
+const REGISTER: u32 = 2;
+const REMAP: u32 = 3;
+
+/// The IPC parameter block (both directions).
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+struct Param {
+    kind: u32,
+    port_id: u16,
+    result: i32,
+    addr: u64,
+    len: u64,
+    region: [u64; 2],
+    lkey: u32,
+}
+
+/// This process's doorbell page of each port (its own mapping).
+static DOORBELLS: [AtomicPtr<u8>; ffi::RTE_MAX_ETHPORTS as usize] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; ffi::RTE_MAX_ETHPORTS as usize];
+
+/// The doorbell page the data path of `port_id` writes to in this process.
+#[inline(always)]
+pub fn doorbell_page(port_id: u16) -> *mut u8 {
+    DOORBELLS[usize::from(port_id)].load(Ordering::Relaxed)
+}
+
+/// The primary's page of a port (libmana's mapping of its context).
+pub fn set_doorbell_page(port_id: u16, page: *mut u8) {
+    DOORBELLS[usize::from(port_id)].store(page, Ordering::Release);
+}
+
+fn is_primary() -> bool {
+    // SAFETY: FFI query.
+    unsafe { ffi::rte_eal_process_type() == ffi::RTE_PROC_PRIMARY }
+}
+
+fn msg(p: &Param) -> ffi::rte_mp_msg {
+    let mut m = ffi::rte_mp_msg::default();
+    for (d, s) in m.name.iter_mut().zip(MP_NAME.to_bytes()) {
+        *d = *s as std::ffi::c_char;
+    }
+    m.len_param = std::mem::size_of::<Param>() as c_int;
+    // SAFETY: Param is plain data no larger than the 256-byte param area.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            p as *const Param as *const u8,
+            m.param.as_mut_ptr(),
+            std::mem::size_of::<Param>(),
+        )
+    };
+    m
+}
+
+fn param(m: &ffi::rte_mp_msg) -> Option<Param> {
+    if m.len_param as usize != std::mem::size_of::<Param>() {
+        return None;
+    }
+    // SAFETY: the length matches; Param has no invalid bit patterns.
+    Some(unsafe { std::ptr::read_unaligned(m.param.as_ptr() as *const Param) })
+}
+
+/// Sends a request and returns the replies (empty when no peer answered).
+fn request(req: &mut ffi::rte_mp_msg) -> Vec<ffi::rte_mp_msg> {
+    let mut reply = ffi::rte_mp_reply::default();
+    let ts = ffi::timespec {
+        tv_sec: TIMEOUT_S,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid request, reply and timeout; EAL mallocs `msgs`.
+    let ret = unsafe { ffi::rte_mp_request_sync(req, &mut reply, &ts) };
+    let mut out = Vec::new();
+    if !reply.msgs.is_null() {
+        for i in 0..reply.nb_received.max(0) as usize {
+            // SAFETY: `nb_received` messages were written.
+            out.push(unsafe { *reply.msgs.add(i) });
+        }
+        // SAFETY: allocated by EAL with malloc, ours to free.
+        unsafe { libc::free(reply.msgs as *mut c_void) };
+    }
+    if ret != 0 || reply.nb_received < reply.nb_sent {
+        warn!(
+            "multi-process request: {} of {} peers answered",
+            reply.nb_received, reply.nb_sent
+        );
+    }
+    out
+}
+
+fn register_action(handler: unsafe extern "C" fn(*const ffi::rte_mp_msg, *const c_void) -> c_int) {
+    // SAFETY: registers a plain function under a static name.
+    let ret = unsafe { ffi::rte_mp_action_register(MP_NAME.as_ptr(), Some(handler)) };
+    // EEXIST: already registered; ENOTSUP: EAL runs without multi-process.
+    if ret != 0 && ffi::rte_errno() != libc::EEXIST && ffi::rte_errno() != libc::ENOTSUP {
+        warn!(
+            "cannot register the multi-process handler: rte_errno {}",
+            ffi::rte_errno()
+        );
+    }
+}
+
+/// Primary: answers secondaries' requests (once per process).
+pub fn init_primary() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| register_action(primary_handler));
+}
+
+/// The primary's port of a port id, if it is one of ours.
+fn primary_port<'a>(port_id: u16) -> Option<&'a Port> {
+    if u32::from(port_id) >= ffi::RTE_MAX_ETHPORTS {
+        return None;
+    }
+    // SAFETY: rte_eth_devices has RTE_MAX_ETHPORTS entries; ours carry a
+    // Port in process_private while they exist.
+    unsafe {
+        let dev =
+            (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(usize::from(port_id));
+        if !std::ptr::eq((*dev).dev_ops, &crate::ethdev::OPS) || (*dev).process_private.is_null() {
+            return None;
+        }
+        Some(&*((*dev).process_private as *const Port))
+    }
+}
+
+unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_void) -> c_int {
+    // SAFETY: EAL passes a valid message.
+    let Some(p) = param(unsafe { &*m }) else {
+        return -1;
+    };
+    let mut out = p;
+    let mut reply = msg(&out);
+    match (p.kind, primary_port(p.port_id)) {
+        (DOORBELL_FD, Some(port)) => {
+            let ctx = port.ctx.load(Ordering::Acquire);
+            if ctx.is_null() {
+                out.result = -libc::EAGAIN;
+            } else {
+                reply.num_fds = 1;
+                // SAFETY: a live context.
+                reply.fds[0] = unsafe { (*ctx).cmd_fd };
+            }
+        }
+        (REGISTER, Some(port)) => {
+            let mut reg = port.mr.lock().unwrap_or_else(|e| e.into_inner());
+            match reg.register(p.addr as usize, p.len as usize) {
+                Some(r) => {
+                    out.region = [r.start as u64, r.end as u64];
+                    out.lkey = r.lkey;
+                }
+                None => out.result = -libc::ENOMEM,
+            }
+        }
+        _ => out.result = -libc::ENODEV,
+    }
+    let fds = (reply.num_fds, reply.fds);
+    reply = msg(&out);
+    (reply.num_fds, reply.fds) = fds;
+    // SAFETY: replying to the peer EAL gave us.
+    unsafe { ffi::rte_mp_reply(&mut reply, peer as *const std::ffi::c_char) }
+}
+
+/// Primary, after a reset: makes every secondary map the new device's
+/// doorbell page before the gates reopen.
+pub fn remap_secondaries(port: &Port) {
+    let ctx = port.ctx.load(Ordering::Acquire);
+    if ctx.is_null() {
+        return;
+    }
+    let mut req = msg(&Param {
+        kind: REMAP,
+        port_id: port.port_id,
+        ..Param::default()
+    });
+    req.num_fds = 1;
+    // SAFETY: a live context.
+    req.fds[0] = unsafe { (*ctx).cmd_fd };
+    for r in request(&mut req) {
+        if let Some(p) = param(&r) {
+            if p.result != 0 {
+                error!(
+                    "{}: a secondary process could not map the new doorbell page ({})",
+                    port.name, p.result
+                );
+            }
+        }
+    }
+}
+
+/// Maps a uverbs fd's doorbell page into this process.
+fn map_page(fd: c_int) -> Option<*mut u8> {
+    // SAFETY: maps one page of the fd; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+}
+
+unsafe extern "C" fn secondary_handler(m: *const ffi::rte_mp_msg, peer: *const c_void) -> c_int {
+    // SAFETY: EAL passes a valid message.
+    let m = unsafe { &*m };
+    let Some(p) = param(m) else {
+        return -1;
+    };
+    let mut out = p;
+    if p.kind == REMAP && m.num_fds == 1 {
+        match map_page(m.fds[0]) {
+            Some(page) => {
+                let old = DOORBELLS[usize::from(p.port_id)].swap(page, Ordering::AcqRel);
+                if !old.is_null() {
+                    // SAFETY: our previous mapping; bursts are gated while
+                    // the primary remaps (its gates are closed).
+                    unsafe { libc::munmap(old as *mut c_void, PAGE) };
+                }
+                out.result = 0;
+            }
+            None => out.result = -libc::ENOMEM,
+        }
+        // SAFETY: EAL passed the fd to us; the mapping keeps the page.
+        unsafe { libc::close(m.fds[0]) };
+    } else {
+        out.result = -libc::EINVAL;
+    }
+    let mut reply = msg(&out);
+    // SAFETY: replying to the peer EAL gave us.
+    unsafe { ffi::rte_mp_reply(&mut reply, peer as *const std::ffi::c_char) }
+}
+
+/// Secondary: registration of memory the primary has not seen.
+pub fn register_remote(port_id: u16, addr: usize, len: usize) -> Option<Region> {
+    let mut req = msg(&Param {
+        kind: REGISTER,
+        port_id,
+        addr: addr as u64,
+        len: len as u64,
+        ..Param::default()
+    });
+    let p = param(request(&mut req).first()?)?;
+    (p.result == 0).then_some(Region {
+        start: p.region[0] as usize,
+        end: p.region[1] as usize,
+        lkey: p.lkey,
+    })
+}
+
+/// Secondary probe: attaches to every port of the device the primary
+/// created, maps its doorbell page, and installs the burst functions.
+pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| register_action(secondary_handler));
+    let mut attached = 0;
+    for ib_port in 1..=crate::devargs::MAX_MACS {
+        let port_name = format!("{name}_port{ib_port}");
+        let cname = std::ffi::CString::new(port_name.clone()).expect("no NUL in a device name");
+        let mut id = 0u16;
+        // SAFETY: looks the name up in the shared port data.
+        if unsafe { ffi::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut id) } != 0 {
+            continue;
+        }
+        // SAFETY: as above; the port exists in the primary.
+        let dev = unsafe { ffi::rte_eth_dev_attach_secondary(cname.as_ptr()) };
+        if dev.is_null() {
+            continue;
+        }
+        // SAFETY: a port attached for this process.
+        let port_id = unsafe { (*(*dev).data).port_id };
+        let mut req = msg(&Param {
+            kind: DOORBELL_FD,
+            port_id,
+            ..Param::default()
+        });
+        let page = request(&mut req)
+            .first()
+            .filter(|r| r.num_fds == 1)
+            .and_then(|r| {
+                let page = map_page(r.fds[0]);
+                // SAFETY: EAL passed the fd to us; the mapping keeps the page.
+                unsafe { libc::close(r.fds[0]) };
+                page
+            });
+        let Some(page) = page else {
+            error!("{port_name}: the primary process did not provide the doorbell page");
+            // SAFETY: releasing the port we attached.
+            unsafe { ffi::rte_eth_dev_release_port(dev) };
+            continue;
+        };
+        set_doorbell_page(port_id, page);
+        // SAFETY: the port is ours to set up before probing_finish.
+        unsafe {
+            (*dev).device = &mut pci_dev.device;
+            (*dev).dev_ops = &crate::ethdev::SECONDARY_OPS;
+            crate::ethdev::set_burst_running(dev);
+            ffi::rte_eth_dev_probing_finish(dev);
+        }
+        info!("{port_name}: attached in a secondary process as port {port_id}");
+        attached += 1;
+    }
+    if attached == 0 {
+        error!("{name}: no port of this device exists in the primary process");
+        return -libc::ENODEV;
+    }
+    0
+}
+
+/// Secondary `dev_close`: drops this process's doorbell mapping.
+pub fn detach_secondary(port_id: u16) {
+    let old = DOORBELLS[usize::from(port_id)].swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if !old.is_null() && !is_primary() {
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(old as *mut c_void, PAGE) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_round_trip_through_an_ipc_message() {
+        let p = Param {
+            kind: REGISTER,
+            port_id: 7,
+            result: -12,
+            addr: 0x1234_5000,
+            len: 4096,
+            region: [1, 2],
+            lkey: 0xabcd,
+        };
+        let m = msg(&p);
+        assert_eq!(unsafe { CStr::from_ptr(m.name.as_ptr()) }, MP_NAME);
+        let q = param(&m).unwrap();
+        assert_eq!(
+            (q.kind, q.port_id, q.result, q.addr, q.len, q.region, q.lkey),
+            (REGISTER, 7, -12, 0x1234_5000, 4096, [1, 2], 0xabcd)
+        );
+        let mut short = m;
+        short.len_param = 8;
+        assert!(param(&short).is_none());
+    }
+}
