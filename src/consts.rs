@@ -13,6 +13,7 @@ pub const TX_OFFLOAD_VLAN_INSERT: u64 = 1 << 0;
 pub const TX_OFFLOAD_IPV4_CKSUM: u64 = 1 << 1;
 pub const TX_OFFLOAD_UDP_CKSUM: u64 = 1 << 2;
 pub const TX_OFFLOAD_TCP_CKSUM: u64 = 1 << 3;
+pub const TX_OFFLOAD_TCP_TSO: u64 = 1 << 5;
 pub const TX_OFFLOAD_MULTI_SEGS: u64 = 1 << 15;
 pub const TX_OFFLOAD_MBUF_FAST_FREE: u64 = 1 << 16;
 

@@ -20,7 +20,8 @@ fn fold(mut acc: u32) -> u16 {
 }
 
 /// The folded (not complemented) pseudo-header sum of an IPv4 header:
-/// addresses, protocol and L4 length.
+/// addresses, protocol and L4 length (0 when the total length is 0, as
+/// for segmentation).
 pub fn ipv4_pseudo(ip: &[u8]) -> u16 {
     let ihl = usize::from(ip[0] & 0xf) * 4;
     let total = u16::from_be_bytes([ip[2], ip[3]]);

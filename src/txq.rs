@@ -20,8 +20,10 @@ use std::ptr;
 #[repr(C)]
 struct Desc {
     mbuf: *mut rte_mbuf,
-    pkt_len: u32,
-    bu: u16,
+    /// Bytes and packets on the wire (a TSO send is several packets).
+    wire_bytes: u32,
+    wire_packets: u16,
+    bu: u8,
     /// No CQE will name this WQE; the next unsuppressed one completes it.
     suppressed: bool,
 }
@@ -34,6 +36,9 @@ pub enum DropReason {
     NoMemoryRegion,
     /// More segments than a WQE takes, and no mbuf to linearise into.
     TooManySegments,
+    /// A TSO request the device cannot take (headers not in the first
+    /// segment, MSS 0 or above 16383).
+    BadTso,
 }
 
 /// Completion error counters by `CqeType` (index = type - 32, clamped).
@@ -45,7 +50,7 @@ pub struct TxStats {
     pub packets: Counter,
     pub bytes: Counter,
     pub errors: Counter,
-    pub drops: [Counter; 2],
+    pub drops: [Counter; 3],
     pub linearized: Counter,
     pub cqe_errors: [Counter; TX_ERR_KINDS],
     pub cqe_unexpected: Counter,
@@ -282,8 +287,8 @@ impl TxState {
                 if !ok {
                     // Counted as sent when posted; the device dropped it.
                     self.stats.errors.add(1);
-                    unsent += 1;
-                    unsent_bytes += u64::from(d.pkt_len);
+                    unsent += u64::from(d.wire_packets);
+                    unsent_bytes += u64::from(d.wire_bytes);
                 }
                 done[n_done] = d.mbuf;
                 n_done += 1;
@@ -338,7 +343,10 @@ impl TxState {
             let mut m = pkts[i];
             // SAFETY: tx_burst's caller hands us valid mbuf chains.
             let mut nb_segs = u32::from(unsafe { (*m).nb_segs });
-            if nb_segs > self.max_sge {
+            // SAFETY: as above.
+            let tso = unsafe { (*m).ol_flags } & ffi::RTE_MBUF_F_TX_TCP_SEG != 0;
+            // TSO puts the headers alone in SGE 0: one more SGE at most.
+            if nb_segs + u32::from(tso) > self.max_sge {
                 match linearize(m) {
                     Some(l) => {
                         self.stats.linearized.add(1);
@@ -368,40 +376,41 @@ impl TxState {
             } else {
                 gdma::INLINE_OOB_SMALL_SIZE
             };
-            let bu = gdma::wqe_size_bu(oob_len, nb_segs as usize);
-            if self.sq.free_bu() < bu {
-                break;
-            }
-            let mut seg = m;
-            let mut ok = true;
-            for s in sgl.iter_mut().take(nb_segs as usize) {
-                // SAFETY: walking a valid chain of nb_segs segments.
-                let (addr, len, next) = unsafe {
-                    (
-                        ((*seg).buf_addr as usize) + usize::from((*seg).data_off),
-                        (*seg).data_len,
-                        (*seg).next,
-                    )
-                };
-                match self.lkey(addr, usize::from(len)) {
-                    Some(lkey) => *s = Sge::new(addr as u64, lkey, u32::from(len)),
-                    None => {
-                        ok = false;
-                        break;
-                    }
-                }
-                seg = next;
-            }
-            if !ok {
-                self.drop_packet(m, DropReason::NoMemoryRegion);
+            let tso = tso.then(|| Tso::of(m, tx_offload)).flatten();
+            if ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0 && tso.is_none() {
+                self.drop_packet(m, DropReason::BadTso);
                 i += 1;
                 continue;
             }
+            let num_sge = nb_segs + tso.map_or(0, |t| u32::from(t.split));
+            let bu = gdma::wqe_size_bu(oob_len, num_sge as usize);
+            if self.sq.free_bu() < bu {
+                break;
+            }
+            let Some(()) = self.fill_sgl(m, nb_segs, tso, &mut sgl) else {
+                self.drop_packet(m, DropReason::NoMemoryRegion);
+                i += 1;
+                continue;
+            };
             let suppressed = i + 1 < n;
-            let oob = tx_oob(self.oob_template, ol, tx_offload, suppressed, long);
-            let header = WqeHeader::new()
-                .with_num_sge(nb_segs as u8)
+            let mut oob = tx_oob(self.oob_template, ol, tx_offload, suppressed, long);
+            let mut header = WqeHeader::new()
+                .with_num_sge(num_sge as u8)
                 .with_inline_oob_size_div4((oob_len / 4) as u8);
+            let (mut wire_packets, mut wire_bytes) = (1u32, pkt_len);
+            if let Some(t) = tso {
+                // As the kernel driver sends GSO: headers in SGE 0 (their
+                // length in last_vbytes), MSS in client_data_unit.
+                header = header
+                    .with_client_oob_in_sgl(true)
+                    .with_last_vbytes(t.hdr_len)
+                    .with_client_data_unit(t.mss);
+                oob = oob
+                    .with_comp_iphdr_csum(true)
+                    .with_comp_tcp_csum(true)
+                    .with_trans_off(t.trans_off);
+                (wire_packets, wire_bytes) = t.wire(pkt_len);
+            }
             let mut oob_bytes = [0u8; gdma::INLINE_OOB_LARGE_SIZE];
             oob_bytes[..8].copy_from_slice(&oob.into_bits().get().to_le_bytes());
             if long {
@@ -417,7 +426,7 @@ impl TxState {
             last_oob = self.sq.post(
                 header.into_bits().get(),
                 &oob_bytes[..oob_len],
-                &sgl[..nb_segs as usize],
+                &sgl[..num_sge as usize],
                 bu,
             );
             last_suppressed = suppressed;
@@ -425,15 +434,16 @@ impl TxState {
             unsafe {
                 *self.desc.add((self.desc_head & self.desc_mask) as usize) = Desc {
                     mbuf: m,
-                    pkt_len,
-                    bu: bu as u16,
+                    wire_bytes,
+                    wire_packets: wire_packets.min(u32::from(u16::MAX)) as u16,
+                    bu: bu as u8,
                     suppressed,
                 };
             }
             self.desc_head = self.desc_head.wrapping_add(1);
             self.desc_len += 1;
-            sent += 1;
-            sent_bytes += u64::from(pkt_len);
+            sent += u64::from(wire_packets);
+            sent_bytes += u64::from(wire_bytes);
             i += 1;
         }
         // Counted when the device takes them (so counters agree with the
@@ -459,10 +469,88 @@ impl TxState {
         i
     }
 
+    /// One SGE per segment; with TSO, the first segment's headers get an SGE
+    /// of their own. `None` if a segment lies outside registered memory.
+    #[inline(always)]
+    fn fill_sgl(
+        &mut self,
+        m: *mut rte_mbuf,
+        nb_segs: u32,
+        tso: Option<Tso>,
+        sgl: &mut [Sge],
+    ) -> Option<()> {
+        let mut seg = m;
+        let mut k = 0;
+        for j in 0..nb_segs {
+            // SAFETY: walking a valid chain of nb_segs segments.
+            let (addr, len, next) = unsafe {
+                (
+                    ((*seg).buf_addr as usize) + usize::from((*seg).data_off),
+                    u32::from((*seg).data_len),
+                    (*seg).next,
+                )
+            };
+            let lkey = self.lkey(addr, len as usize)?;
+            match tso {
+                Some(t) if j == 0 && t.split => {
+                    let h = u32::from(t.hdr_len);
+                    sgl[k] = Sge::new(addr as u64, lkey, h);
+                    sgl[k + 1] = Sge::new((addr + h as usize) as u64, lkey, len - h);
+                    k += 2;
+                }
+                _ => {
+                    sgl[k] = Sge::new(addr as u64, lkey, len);
+                    k += 1;
+                }
+            }
+            seg = next;
+        }
+        Some(())
+    }
+
     #[inline(always)]
     fn ring_doorbell(&mut self) {
         let value = (u64::from(self.sq.doorbell_tail()) << 32) | u64::from(self.sq.id & 0xff_ffff);
         crate::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_SQ, value);
+    }
+}
+
+/// A TCP segmentation request, as the device takes it.
+#[derive(Clone, Copy)]
+struct Tso {
+    hdr_len: u8,
+    mss: u16,
+    trans_off: u16,
+    /// The first segment holds payload after the headers: split it.
+    split: bool,
+}
+
+impl Tso {
+    fn of(m: *mut rte_mbuf, tx_offload: u64) -> Option<Tso> {
+        let l2 = tx_offload & 0x7f;
+        let l3 = (tx_offload >> 7) & 0x1ff;
+        let l4 = (tx_offload >> 16) & 0xff;
+        let mss = (tx_offload >> 24) & 0xffff;
+        let hdr = l2 + l3 + l4;
+        // SAFETY: a valid mbuf handed to tx_burst.
+        let first = u64::from(unsafe { (*m).data_len });
+        if l2 == 0 || l3 == 0 || l4 < 20 || hdr > 255 || first < hdr || mss == 0 || mss > 0x3fff {
+            return None;
+        }
+        Some(Tso {
+            hdr_len: hdr as u8,
+            mss: mss as u16,
+            trans_off: (l2 + l3) as u16,
+            split: first > hdr,
+        })
+    }
+
+    /// Packets and bytes the device puts on the wire for a `pkt_len` send.
+    fn wire(&self, pkt_len: u32) -> (u32, u32) {
+        let hdr = u32::from(self.hdr_len);
+        let payload = pkt_len.saturating_sub(hdr).max(1);
+        let segs = payload.div_ceil(u32::from(self.mss));
+        (segs, pkt_len + (segs - 1) * hdr)
     }
 }
 
@@ -574,8 +662,7 @@ pub unsafe extern "C" fn tx_prepare(q: *mut c_void, pkts: *mut *mut rte_mbuf, n:
     n
 }
 
-const UNSUPPORTED_TX_FLAGS: u64 = ffi::RTE_MBUF_F_TX_TCP_SEG
-    | ffi::RTE_MBUF_F_TX_UDP_SEG
+const UNSUPPORTED_TX_FLAGS: u64 = ffi::RTE_MBUF_F_TX_UDP_SEG
     | ffi::RTE_MBUF_F_TX_TUNNEL_MASK
     | ffi::RTE_MBUF_F_TX_OUTER_IP_CKSUM
     | ffi::RTE_MBUF_F_TX_OUTER_IPV4
@@ -604,10 +691,19 @@ unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
     {
         return Err(libc::EINVAL);
     }
-    let l4 = ol & ffi::RTE_MBUF_F_TX_L4_MASK;
+    let tso = ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0;
+    // Segmentation implies the TCP checksum (DPDK's rule).
+    let l4 = if tso {
+        ffi::RTE_MBUF_F_TX_TCP_CKSUM
+    } else {
+        ol & ffi::RTE_MBUF_F_TX_L4_MASK
+    };
     let want_ip = ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0;
     if l4 == 0 && !want_ip {
         return Ok(());
+    }
+    if tso && Tso::of(m, tx_offload).is_none() {
+        return Err(libc::EINVAL);
     }
     let l2 = (tx_offload & 0x7f) as usize;
     let l3 = ((tx_offload >> 7) & 0x1ff) as usize;
@@ -627,9 +723,15 @@ unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
     }
     // SAFETY: the headers lie within the first segment (checked above).
     let hdr = unsafe { std::slice::from_raw_parts_mut(data, l2 + l3 + l4_hdr) };
-    if want_ip {
+    if want_ip || (tso && ipv4) {
         hdr[l2 + 10] = 0;
         hdr[l2 + 11] = 0;
+    }
+    if tso {
+        // The device writes each segment's length: it wants 0 here, and a
+        // pseudo-header sum without length (as the kernel driver sends).
+        let at = if ipv4 { l2 + 2 } else { l2 + 4 };
+        hdr[at..at + 2].fill(0);
     }
     if l4 != 0 {
         let phdr = if ipv4 {
@@ -698,6 +800,21 @@ mod tests {
         assert_eq!(o.pkt_fmt(), 0);
         // Byte 0 bit 7 is the suppression bit the burst clears late.
         assert_eq!(o.into_bits().get() & 0x80, 0x80);
+    }
+
+    #[test]
+    fn tso_counts_the_segments_and_bytes_the_wire_carries() {
+        let t = Tso {
+            hdr_len: 54,
+            mss: 1000,
+            trans_off: 34,
+            split: true,
+        };
+        // 2554 bytes = 54 of headers + 2500 of payload -> 3 segments, each
+        // carrying the 54 header bytes.
+        assert_eq!(t.wire(2554), (3, 2554 + 2 * 54));
+        assert_eq!(t.wire(1054), (1, 1054));
+        assert_eq!(t.wire(54), (1, 54), "headers only still send one packet");
     }
 
     #[test]

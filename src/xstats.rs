@@ -27,6 +27,7 @@ const TX: &[(&str, TxField)] = &[
     ("errors", |q| &q.stats.errors),
     ("no_memory_region_drops", |q| &q.stats.drops[0]),
     ("too_many_segments_drops", |q| &q.stats.drops[1]),
+    ("bad_tso_drops", |q| &q.stats.drops[2]),
     ("linearized_packets", |q| &q.stats.linearized),
     ("sa_drop_completions", |q| &q.stats.cqe_errors[1]),
     ("mtu_drop_completions", |q| &q.stats.cqe_errors[2]),
