@@ -78,7 +78,10 @@ pub(crate) fn handle(sh: &Arc<Shared>, req: Request) -> Reply {
         }),
         Request::Counters => Ok(Reply {
             ok: true,
-            counters: Some(st.counters()),
+            counters: Some({
+                st.refresh_mtu(true);
+                st.counters()
+            }),
             ..Default::default()
         }),
         Request::Fault { fault, trigger } => st

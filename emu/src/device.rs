@@ -11,6 +11,7 @@ use crate::backend::{self, Backend};
 use crate::config::{parse_mac, Config, DoorbellMode, Limits, Options, RdmaCoreLimits};
 use crate::doorbell::{DbRing, TrapPage, PAGE};
 use crate::mem::Region;
+use crate::mtuwatch::MtuWatch;
 use crate::pkt;
 use crate::wire::{self, vendor_err as ve, RxFlags, RxPpi, TxOob, WqeHeader};
 use serde::{Deserialize, Serialize};
@@ -93,6 +94,13 @@ pub struct DeviceCounters {
     pub cqe_overflow_warnings: u64,
     /// Trapped stores dropped because the doorbell ring stayed full.
     pub doorbell_ring_drops: u64,
+    /// Port MTU changes taken from the sysfs `mtu` files.
+    #[serde(default)]
+    pub mtu_changes: u64,
+    /// Reads of an `mtu` file that did not hold a valid MTU (68..=9000);
+    /// the port kept its MTU.
+    #[serde(default)]
+    pub mtu_file_invalid: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -101,6 +109,9 @@ pub struct PortReport {
     pub pci: String,
     pub port: u32,
     pub link_up: bool,
+    /// The MTU the port enforces (from its netdev's sysfs `mtu` file).
+    #[serde(default)]
+    pub mtu: u32,
     pub counters: PortCounters,
 }
 
@@ -377,6 +388,7 @@ pub struct State {
     trap_slots: BTreeMap<u32, u32>,
     ring: &'static DbRing,
     wake_fd: RawFd,
+    mtu_watch: MtuWatch,
 }
 
 pub(crate) struct Shared {
@@ -525,7 +537,14 @@ impl Emulator {
                 cfg_index: ai,
             });
         }
-        let st = State {
+        let netdev_dirs = ports
+            .iter()
+            .map(|p: &Port| {
+                crate::sysfs::netdev_dir(&cfg.options.sysfs_root, &cfg.adapters[p.adapter], p.index)
+            })
+            .collect();
+        let mut st = State {
+            mtu_watch: MtuWatch::new(netdev_dirs),
             opts: cfg.options.clone(),
             adapter_cfgs: cfg.adapters.clone(),
             limits: cfg.limits.clone(),
@@ -553,6 +572,8 @@ impl Emulator {
             ring,
             wake_fd: wake.as_raw_fd(),
         };
+        // The ports start with what their netdev's file says.
+        st.refresh_mtu(true);
         let sh = Arc::new(Shared {
             cfg,
             st: Mutex::new(st),
@@ -598,8 +619,11 @@ impl Emulator {
         }
     }
 
+    /// The counters (port MTUs as the `mtu` files say now).
     pub fn counters(&self) -> Counters {
-        self.lock().counters()
+        let mut st = self.lock();
+        st.refresh_mtu(true);
+        st.counters()
     }
 
     pub fn schedule(&self, fault: Fault, trigger: Trigger) -> Res<()> {
@@ -2116,6 +2140,16 @@ impl State {
         // Completions gathered per RQ for coalescing: (rq, flags, ppis, first wqe offset).
         let mut batch: Vec<(u32, RxFlags, Vec<RxPpi>, u32)> = Vec::new();
         while let Some(frame) = self.ports[port].backlog.front() {
+            // Frames longer than the port's MTU allows (plus the Ethernet
+            // header and one 802.1Q tag if present) are not received.
+            let tagged = frame.len() >= 14 && frame[12..14] == pkt::ETH_P_8021Q.to_be_bytes();
+            let limit = self.ports[port].mtu as usize + pkt::ETH_HLEN + if tagged { 4 } else { 0 };
+            if frame.len() > limit {
+                self.ports[port].backlog.pop_front();
+                self.ports[port].counters.drop("rx_mtu", 1);
+                did = true;
+                continue;
+            }
             let sel = self.select_rq(port, frame);
             let Some((rq, hash, htype)) = sel else {
                 let f = self.ports[port].backlog.pop_front().unwrap();
@@ -2290,6 +2324,10 @@ impl State {
     /// One pass of the device: doorbells, TX, backends, RX, timers.
     pub fn step(&mut self) -> bool {
         let mut did = self.drain_doorbells();
+        // MTU writes made before these doorbells (or before frames now
+        // waiting) apply to them.
+        let rx_waiting = self.ports.iter().any(|p| !p.backlog.is_empty());
+        self.refresh_mtu(did || rx_waiting);
         let sqs: Vec<u32> = self
             .wqs
             .iter()
@@ -2349,10 +2387,38 @@ impl State {
                     pci: self.adapters[p.adapter].pci.clone(),
                     port: p.index as u32 + 1,
                     link_up: p.link_up,
+                    mtu: p.mtu,
                     counters: p.counters.clone(),
                 })
                 .collect(),
             queues,
+        }
+    }
+
+    /// Takes the ports' MTUs from their netdevs' sysfs `mtu` files, if
+    /// changed (see [`crate::mtuwatch`]). `urgent`: look now rather than at
+    /// most every few milliseconds.
+    pub fn refresh_mtu(&mut self, urgent: bool) {
+        for i in self.mtu_watch.poll(urgent) {
+            let Ok(s) = std::fs::read_to_string(self.mtu_watch.file(i)) else {
+                continue; // gone (hot remove) or not yet created
+            };
+            match crate::sysfs::parse_mtu(&s) {
+                Some(m) if m != self.ports[i].mtu => {
+                    self.ports[i].mtu = m;
+                    self.counters.mtu_changes += 1;
+                }
+                Some(_) => {}
+                // A truncate seen before the write that follows it, or
+                // garbage: keep the MTU. Counted only when inotify tells
+                // of the change (polling would count it every time).
+                None if s.is_empty() => {}
+                None => {
+                    if self.mtu_watch.has_inotify() {
+                        self.counters.mtu_file_invalid += 1;
+                    }
+                }
+            }
         }
     }
 

@@ -5,7 +5,8 @@
 //! * [`device`]: the device model (queues, doorbells, CQEs, RSS,
 //!   offloads, backends, faults, counters) and its device thread.
 //! * [`doorbell`]: exact doorbell capture (trap-and-emulate) and poll mode.
-//! * [`config`], [`sysfs`]: configuration and the fake sysfs trees.
+//! * [`config`], [`sysfs`]: configuration and the fake sysfs trees;
+//!   [`mtuwatch`]: the device following the ports' sysfs `mtu` files.
 //! * [`control`]: the control socket used by the `mana-emu` CLI.
 //! * [`testing`]: a driver-like Rust API for device-model tests.
 //! * [`harness`]: helpers to run `dpdk-testpmd` on the emulated device.
@@ -18,6 +19,7 @@ pub mod doorbell;
 pub mod ffi;
 pub mod harness;
 pub mod mem;
+pub mod mtuwatch;
 pub mod pkt;
 pub mod sysfs;
 pub mod testing;

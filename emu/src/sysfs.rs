@@ -7,6 +7,13 @@
 //! <root>/bus/pci/devices/<bdf>/net/<if>/{address,dev_port,flags,operstate,mtu}
 //! <root>/class/infiniband/<ibdev>/device -> <root>/bus/pci/devices/<bdf>
 //! ```
+//!
+//! `net/<if>/mtu` is the kernel netdev's MTU, which a PMD sets by writing
+//! it (as on a VM, through `<ibdev_path>/device/net/<if>/mtu`). The device
+//! follows it (`device.rs`, `MtuWatch`). Like a kernel netdev's, it
+//! outlives the process using the port: creating or repairing a tree
+//! writes the configured MTU only where the file is missing or does not
+//! hold a valid MTU (68..=9000).
 
 use crate::config::{AdapterConfig, Config};
 use std::fs;
@@ -45,6 +52,34 @@ fn ensure_symlink(link: &Path, target: &Path) -> io::Result<()> {
     symlink(target, link)
 }
 
+/// Smallest and largest MTU the device accepts (those of the PMD and of
+/// the configuration).
+pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=9000;
+
+/// The kernel netdev directory of port `port_idx` of an adapter:
+/// `<root>/bus/pci/devices/<bdf>/net/<ifname>`.
+pub fn netdev_dir(root: &Path, a: &AdapterConfig, port_idx: usize) -> PathBuf {
+    let ifname = a.ports[port_idx]
+        .ifname
+        .clone()
+        .unwrap_or_else(|| format!("eth{port_idx}"));
+    pci_dir(root, &a.pci).join("net").join(ifname)
+}
+
+/// Parses the content of an `mtu` file: a decimal number within
+/// [`MTU_RANGE`], surrounding whitespace allowed.
+pub fn parse_mtu(s: &str) -> Option<u32> {
+    s.trim().parse().ok().filter(|m| MTU_RANGE.contains(m))
+}
+
+/// Creates the `mtu` file with `mtu` unless it already holds a valid MTU.
+fn ensure_mtu(path: &Path, mtu: u32) -> io::Result<()> {
+    match fs::read_to_string(path) {
+        Ok(s) if parse_mtu(&s).is_some() => Ok(()),
+        _ => fs::write(path, format!("{mtu}\n")),
+    }
+}
+
 /// Creates (or repairs) the PCI function directory of one adapter.
 pub fn ensure_pci(root: &Path, a: &AdapterConfig, if_up: &[bool]) -> io::Result<()> {
     let dir = pci_dir(root, &a.pci);
@@ -74,15 +109,14 @@ pub fn ensure_pci(root: &Path, a: &AdapterConfig, if_up: &[bool]) -> io::Result<
     )?;
     ensure_symlink(&dir.join("driver"), &drv)?;
     for (i, p) in a.ports.iter().enumerate() {
-        let ifname = p.ifname.clone().unwrap_or_else(|| format!("eth{i}"));
-        let nd = dir.join("net").join(&ifname);
+        let nd = netdev_dir(root, a, i);
         fs::create_dir_all(&nd)?;
         write_if_changed(&nd.join("address"), &format!("{}\n", p.mac))?;
         write_if_changed(&nd.join("dev_port"), &format!("{i}\n"))?;
         let up = if_up.get(i).copied().unwrap_or(p.kernel_if_up);
         write_if_changed(&nd.join("flags"), if up { "0x1003\n" } else { "0x1002\n" })?;
         write_if_changed(&nd.join("operstate"), if up { "up\n" } else { "down\n" })?;
-        write_if_changed(&nd.join("mtu"), &format!("{}\n", p.mtu))?;
+        ensure_mtu(&nd.join("mtu"), p.mtu)?;
     }
     Ok(())
 }
@@ -107,9 +141,7 @@ pub fn remove_pci(root: &Path, bdf: &str) {
 
 /// Updates a port's kernel-interface state files.
 pub fn set_if_state(root: &Path, a: &AdapterConfig, port_idx: usize, up: bool) -> io::Result<()> {
-    let p = &a.ports[port_idx];
-    let ifname = p.ifname.clone().unwrap_or_else(|| format!("eth{port_idx}"));
-    let nd = pci_dir(root, &a.pci).join("net").join(ifname);
+    let nd = netdev_dir(root, a, port_idx);
     if !nd.exists() {
         return Ok(());
     }

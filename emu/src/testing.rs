@@ -142,6 +142,22 @@ impl TestDevice {
         self.emu.lock().port_index(mac).expect("port")
     }
 
+    /// The kernel netdev `mtu` file of port `mac`, by the path a PMD
+    /// writes: `<ibdev_path>/device/net/<ifname>/mtu`.
+    pub fn mtu_file(&self, mac: &str) -> PathBuf {
+        let st = self.emu.lock();
+        let p = st.port_index(mac).expect("port");
+        let port = &st.ports[p];
+        let ifname = self.config().adapters[port.adapter].ports[port.index]
+            .ifname
+            .clone()
+            .unwrap_or_else(|| format!("eth{}", port.index));
+        st.ibdev_path(port.adapter)
+            .join("device/net")
+            .join(ifname)
+            .join("mtu")
+    }
+
     /// A frame arriving on the wire of port `mac`.
     pub fn inject(&self, mac: &str, frame: Vec<u8>) {
         let p = self.port_index(mac);

@@ -455,7 +455,9 @@ unsafe extern "C" fn slot_query_device_ex(
 }
 
 fn fill_port_attr(c: &EmuContext, port: u8, p: &mut ibv_port_attr) -> c_int {
-    let st = c.sh.st.lock().unwrap();
+    let mut st = c.sh.st.lock().unwrap();
+    // active_mtu follows the netdev MTU, as mana_ib reports it.
+    st.refresh_mtu(true);
     let Some(x) = st.ctxs.get(&c.handle) else {
         return libc::EINVAL;
     };
