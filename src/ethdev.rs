@@ -553,6 +553,24 @@ unsafe extern "C" fn allmulticast_enable(dev: *mut rte_eth_dev) -> c_int {
     neg(libc::ENOTSUP)
 }
 
+/// Azure assigns each port its MAC; setting that same MAC (as bonding and
+/// failsafe do) succeeds, any other is refused.
+unsafe extern "C" fn mac_addr_set(dev: *mut rte_eth_dev, mac: *mut ffi::rte_ether_addr) -> c_int {
+    let d = data(dev);
+    // SAFETY: ethdev passes a valid address; mac_addrs holds the port's.
+    let (want, have) = unsafe { ((*mac).addr_bytes, (*d.mac_addrs).addr_bytes) };
+    if want == have {
+        return 0;
+    }
+    error!(
+        "{}: cannot change the MAC to {}: Azure fixes each port's MAC ({})",
+        port(dev).name,
+        crate::devargs::MacAddr(want),
+        crate::devargs::MacAddr(have)
+    );
+    neg(libc::ENOTSUP)
+}
+
 /// Disabling a mode the device never enters succeeds.
 unsafe extern "C" fn mode_disable(_dev: *mut rte_eth_dev) -> c_int {
     0
@@ -914,6 +932,7 @@ pub static OPS: ffi::eth_dev_ops = {
     o.promiscuous_disable = Some(mode_disable);
     o.allmulticast_enable = Some(allmulticast_enable);
     o.allmulticast_disable = Some(mode_disable);
+    o.mac_addr_set = Some(mac_addr_set);
     o.mtu_set = Some(mtu_set);
     o.stats_get = Some(stats_get);
     o.stats_reset = Some(stats_reset);

@@ -355,13 +355,18 @@ impl RxState {
             let cqe = unsafe { &*cqe };
             let ty = cqe.header().cqe_type_raw();
             if ty != CqeType::RxOkay as u8 && ty != CqeType::RxCoalesced4 as u8 {
-                if ty == CqeType::RxTruncated as u8 {
+                // A truncated completion is one packet; a garbled one used
+                // as many buffers as it names packets (one to four), so
+                // drop that many to stay in step with the device.
+                let n = if ty == CqeType::RxTruncated as u8 {
                     self.stats.truncated.add(1);
+                    1
                 } else {
                     self.stats.cqe_unexpected.add(1);
-                }
-                self.stats.errors.add(1);
-                if self.posted() > 0 {
+                    cqe.rx_oob().num_packets().max(1) as u32
+                };
+                for _ in 0..n.min(self.posted()) {
+                    self.stats.errors.add(1);
                     let m = self.take();
                     consumed += 1;
                     // SAFETY: the buffer of the failed completion is ours.

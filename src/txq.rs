@@ -225,6 +225,10 @@ impl TxState {
         let n = self.desc_len;
         while self.desc_len > 0 {
             let d = self.take_desc();
+            // Counted as sent when posted; they never reached the wire.
+            self.stats.packets.sub(u64::from(d.wire_packets));
+            self.stats.bytes.sub(u64::from(d.wire_bytes));
+            self.stats.errors.add(u64::from(d.wire_packets));
             // SAFETY: the mbuf was handed to us by tx_burst and not freed.
             unsafe { ffi::rte_pktmbuf_free_bulk(&mut { d.mbuf }, 1) };
         }
@@ -266,17 +270,24 @@ impl TxState {
                 }
             };
             let ok = ty == CqeType::TxOkay as u8;
+            // An OK CQE completes the run of suppressed WQEs up to and
+            // including the next unsuppressed one; an error CQE is per WQE.
+            // An unknown (garbled) one is taken as completing a run, like
+            // the OK it most likely was, so later completions stay in step;
+            // its packets' fate is unknown and they count as errors.
+            let mut whole_run = ok;
             if !ok {
                 match CqeType::from_raw(ty) {
                     Some(t) if t.is_tx() => {
                         let i = usize::from(ty - CqeType::TxOkay as u8).min(TX_ERR_KINDS - 1);
                         self.stats.cqe_errors[i].add(1);
                     }
-                    _ => self.stats.cqe_unexpected.add(1),
+                    _ => {
+                        self.stats.cqe_unexpected.add(1);
+                        whole_run = true;
+                    }
                 }
             }
-            // An OK CQE completes the run of suppressed WQEs up to and
-            // including the next unsuppressed one; an error CQE is per WQE.
             loop {
                 if self.desc_len == 0 {
                     self.stats.cqe_unexpected.add(1);
@@ -297,7 +308,7 @@ impl TxState {
                     unsafe { ffi::rte_pktmbuf_free_bulk(done.as_mut_ptr(), BULK as u32) };
                     n_done = 0;
                 }
-                if !(ok && d.suppressed) {
+                if !(whole_run && d.suppressed) {
                     break;
                 }
             }

@@ -129,7 +129,6 @@ fn failsafe_with_four_queues_spreads_and_counts_exactly() {
 }
 
 #[test]
-#[ignore = "driver bug: no mac_addr_set op, so net_bonding cannot start (Failed to update port Id 0 MAC address)"]
 fn bonding_slave_forwards_with_exact_counts() {
     let _g = lock();
     if skip() {

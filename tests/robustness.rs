@@ -155,7 +155,6 @@ fn garbled_tx_completions_are_counted_and_sending_goes_on() {
 }
 
 #[test]
-#[ignore = "driver bug: after a garbled TX completion reap lags one completion behind; sent packets stay held until stop and are reported discarded"]
 fn garbled_tx_completions_leave_no_sent_packet_held() {
     tx_garbled(3, true);
 }
@@ -165,7 +164,6 @@ fn garbled_tx_completions_leave_no_sent_packet_held() {
 /// every packet after it arrives in its own buffer with its own bytes
 /// (checked on the far side of io forwarding).
 #[test]
-#[ignore = "driver bug: a garbled coalesced RX completion frees one buffer for up to four; later packets come out of the wrong buffers"]
 fn a_garbled_coalesced_rx_completion_costs_only_its_own_packets() {
     let _g = lock();
     if skip() {
@@ -326,7 +324,6 @@ fn no_mbuf_leaks_over_100_start_stop_cycles_with_traffic_in_flight() {
 /// Sends still queued when the port stops never reach the wire: they must
 /// not stay counted as sent packets.
 #[test]
-#[ignore = "driver bug: sends discarded at stop stay counted in opackets/obytes (TxState::detach does not take them back)"]
 fn sends_discarded_at_stop_are_not_counted_as_sent() {
     let _g = lock();
     if skip() {
