@@ -224,13 +224,18 @@ unsafe extern "C" fn dev_infos_get(
     0
 }
 
-unsafe extern "C" fn rx_queue_setup(
+/// What rx and tx queue setup share: the checks, releasing the queue the
+/// slot held, and storing the new one (`alloc` makes it, or says why not).
+#[allow(clippy::too_many_arguments)]
+fn setup_queue(
     dev: *mut rte_eth_dev,
+    kind: &str,
     qid: u16,
     nb_desc: u16,
-    socket: c_uint,
-    conf: *const ffi::rte_eth_rxconf,
-    mp: *mut ffi::rte_mempool,
+    deferred: u8,
+    slots: *mut *mut c_void,
+    release: fn(&mut ffi::rte_eth_dev_data, u16),
+    alloc: impl FnOnce(&ffi::rte_eth_dev_data) -> Result<*mut c_void, (c_int, String)>,
 ) -> c_int {
     let p = port(dev);
     let d = data(dev);
@@ -241,51 +246,70 @@ unsafe extern "C" fn rx_queue_setup(
     if let Err(e) = check_desc(p, nb_desc) {
         return e;
     }
-    // SAFETY: ethdev passes a valid conf (its default if the app gave none).
-    let conf = unsafe { &*conf };
-    if conf.rx_deferred_start != 0 {
+    if deferred != 0 {
         error!(
-            "{}: rx queue {qid}: deferred start is not supported",
+            "{}: {kind} queue {qid}: deferred start is not supported",
             p.name
         );
         return neg(libc::EINVAL);
     }
-    if conf.rx_nseg != 0 || conf.rx_nmempool != 0 {
-        error!(
-            "{}: rx queue {qid}: buffer split and multiple mempools are not supported",
-            p.name
-        );
-        return neg(libc::EINVAL);
-    }
-    // SAFETY: a mempool from the application.
-    let room = u32::from(unsafe { ffi::mana_shim_pktmbuf_data_room_size(mp) });
-    let buf = room.saturating_sub(ffi::RTE_PKTMBUF_HEADROOM);
-    let frame = u32::from(d.mtu) + L2_OVERHEAD;
-    if buf < frame {
-        error!(
-            "{}: rx queue {qid}: mbufs hold {buf} bytes but MTU {} frames need {frame}; MANA receives each packet into one buffer (no scatter): use a larger mbuf data room",
-            p.name, d.mtu
-        );
-        return neg(libc::EINVAL);
-    }
-    release_rxq(d, qid);
+    release(d, qid);
     ctrl.generation += 1;
-    let offloads = conf.offloads | d.dev_conf.rxmode.offloads;
-    let socket = socket as c_int;
-    match RxQueue::alloc(d.port_id, qid, nb_desc, socket, conf, mp, offloads) {
-        Some(q) => {
-            // SAFETY: qid < nb_rx_queues (checked by ethdev).
-            unsafe { *d.rx_queues.add(usize::from(qid)) = q as *mut c_void };
+    match alloc(d) {
+        Ok(q) => {
+            // SAFETY: qid < the queue count (checked by ethdev).
+            unsafe { *slots.add(usize::from(qid)) = q };
             0
         }
-        None => {
-            error!(
-                "{}: rx queue {qid}: out of memory on socket {socket}",
-                p.name
-            );
-            neg(libc::ENOMEM)
+        Err((errno, why)) => {
+            error!("{}: {kind} queue {qid}: {why}", p.name);
+            neg(errno)
         }
     }
+}
+
+unsafe extern "C" fn rx_queue_setup(
+    dev: *mut rte_eth_dev,
+    qid: u16,
+    nb_desc: u16,
+    socket: c_uint,
+    conf: *const ffi::rte_eth_rxconf,
+    mp: *mut ffi::rte_mempool,
+) -> c_int {
+    // SAFETY: ethdev passes a valid conf (its default if the app gave none).
+    let conf = unsafe { &*conf };
+    let slots = data(dev).rx_queues;
+    setup_queue(
+        dev,
+        "rx",
+        qid,
+        nb_desc,
+        conf.rx_deferred_start,
+        slots,
+        release_rxq,
+        |d| {
+            if conf.rx_nseg != 0 || conf.rx_nmempool != 0 {
+                return Err((
+                    libc::EINVAL,
+                    "buffer split and multiple mempools are not supported".into(),
+                ));
+            }
+            // SAFETY: a mempool from the application.
+            let room = u32::from(unsafe { ffi::mana_shim_pktmbuf_data_room_size(mp) });
+            let buf = room.saturating_sub(ffi::RTE_PKTMBUF_HEADROOM);
+            let frame = u32::from(d.mtu) + L2_OVERHEAD;
+            if buf < frame {
+                return Err((libc::EINVAL, format!(
+                "mbufs hold {buf} bytes but MTU {} frames need {frame}; MANA receives each packet into one buffer (no scatter): use a larger mbuf data room",
+                d.mtu
+            )));
+            }
+            let offloads = conf.offloads | d.dev_conf.rxmode.offloads;
+            RxQueue::alloc(d.port_id, qid, nb_desc, socket as c_int, conf, mp, offloads)
+                .map(|q| q as *mut c_void)
+                .ok_or_else(|| (libc::ENOMEM, format!("out of memory on socket {socket}")))
+        },
+    )
 }
 
 unsafe extern "C" fn tx_queue_setup(
@@ -295,42 +319,24 @@ unsafe extern "C" fn tx_queue_setup(
     socket: c_uint,
     conf: *const ffi::rte_eth_txconf,
 ) -> c_int {
-    let p = port(dev);
-    let d = data(dev);
-    let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(e) = refuse_if_resetting(p) {
-        return e;
-    }
-    if let Err(e) = check_desc(p, nb_desc) {
-        return e;
-    }
     // SAFETY: ethdev passes a valid conf.
     let conf = unsafe { &*conf };
-    if conf.tx_deferred_start != 0 {
-        error!(
-            "{}: tx queue {qid}: deferred start is not supported",
-            p.name
-        );
-        return neg(libc::EINVAL);
-    }
-    release_txq(d, qid);
-    ctrl.generation += 1;
-    let offloads = conf.offloads | d.dev_conf.txmode.offloads;
-    let socket = socket as c_int;
-    match TxQueue::alloc(d.port_id, qid, nb_desc, socket, conf, offloads) {
-        Some(q) => {
-            // SAFETY: qid < nb_tx_queues (checked by ethdev).
-            unsafe { *d.tx_queues.add(usize::from(qid)) = q as *mut c_void };
-            0
-        }
-        None => {
-            error!(
-                "{}: tx queue {qid}: out of memory on socket {socket}",
-                p.name
-            );
-            neg(libc::ENOMEM)
-        }
-    }
+    let slots = data(dev).tx_queues;
+    setup_queue(
+        dev,
+        "tx",
+        qid,
+        nb_desc,
+        conf.tx_deferred_start,
+        slots,
+        release_txq,
+        |d| {
+            let offloads = conf.offloads | d.dev_conf.txmode.offloads;
+            TxQueue::alloc(d.port_id, qid, nb_desc, socket as c_int, conf, offloads)
+                .map(|q| q as *mut c_void)
+                .ok_or_else(|| (libc::ENOMEM, format!("out of memory on socket {socket}")))
+        },
+    )
 }
 
 fn check_desc(p: &Port, nb_desc: u16) -> Result<(), c_int> {
