@@ -387,12 +387,15 @@ impl TxState {
             } else {
                 gdma::INLINE_OOB_SMALL_SIZE
             };
-            let tso = tso.then(|| Tso::of(m, tx_offload)).flatten();
-            if ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0 && tso.is_none() {
-                self.drop_packet(m, DropReason::BadTso);
-                i += 1;
-                continue;
-            }
+            let tso = match tso.then(|| Tso::of(m, ol, tx_offload)) {
+                None | Some(Ok(None)) => None,
+                Some(Ok(t)) => t,
+                Some(Err(())) => {
+                    self.drop_packet(m, DropReason::BadTso);
+                    i += 1;
+                    continue;
+                }
+            };
             let num_sge = nb_segs + tso.map_or(0, |t| u32::from(t.split));
             let bu = gdma::wqe_size_bu(oob_len, num_sge as usize);
             if self.sq.free_bu() < bu {
@@ -408,7 +411,13 @@ impl TxState {
             let mut header = WqeHeader::new()
                 .with_num_sge(num_sge as u8)
                 .with_inline_oob_size_div4((oob_len / 4) as u8);
-            let (mut wire_packets, mut wire_bytes) = (1u32, pkt_len);
+            // An inserted VLAN tag is on the wire too.
+            let tag = if ol & ffi::RTE_MBUF_F_TX_VLAN != 0 {
+                4
+            } else {
+                0
+            };
+            let (mut wire_packets, mut wire_bytes) = (1u32, pkt_len + tag);
             if let Some(t) = tso {
                 // As the kernel driver sends GSO: headers in SGE 0 (their
                 // length in last_vbytes), MSS in client_data_unit.
@@ -421,6 +430,7 @@ impl TxState {
                     .with_comp_tcp_csum(true)
                     .with_trans_off(t.trans_off);
                 (wire_packets, wire_bytes) = t.wire(pkt_len);
+                wire_bytes += tag * wire_packets;
             }
             let mut oob_bytes = [0u8; gdma::INLINE_OOB_LARGE_SIZE];
             oob_bytes[..8].copy_from_slice(&oob.into_bits().get().to_le_bytes());
@@ -537,23 +547,38 @@ struct Tso {
 }
 
 impl Tso {
-    fn of(m: *mut rte_mbuf, tx_offload: u64) -> Option<Tso> {
+    /// The segmentation a `TX_TCP_SEG` mbuf asks for: `Ok(None)` when it
+    /// carries no payload (a plain send does), `Err` when the device cannot
+    /// take it.
+    fn of(m: *mut rte_mbuf, ol: u64, tx_offload: u64) -> Result<Option<Tso>, ()> {
         let l2 = tx_offload & 0x7f;
         let l3 = (tx_offload >> 7) & 0x1ff;
         let l4 = (tx_offload >> 16) & 0xff;
         let mss = (tx_offload >> 24) & 0xffff;
         let hdr = l2 + l3 + l4;
         // SAFETY: a valid mbuf handed to tx_burst.
-        let first = u64::from(unsafe { (*m).data_len });
-        if l2 == 0 || l3 == 0 || l4 < 20 || hdr > 255 || first < hdr || mss == 0 || mss > 0x3fff {
-            return None;
+        let (first, pkt_len) = unsafe { (u64::from((*m).data_len), u64::from((*m).pkt_len)) };
+        let ip = ol & (ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_IPV6) != 0;
+        if !ip
+            || l2 == 0
+            || l3 == 0
+            || l4 < 20
+            || hdr > 255
+            || first < hdr
+            || mss == 0
+            || mss > 0x3fff
+        {
+            return Err(());
         }
-        Some(Tso {
+        if pkt_len == hdr {
+            return Ok(None);
+        }
+        Ok(Some(Tso {
             hdr_len: hdr as u8,
             mss: mss as u16,
             trans_off: (l2 + l3) as u16,
             split: first > hdr,
-        })
+        }))
     }
 
     /// Packets and bytes the device puts on the wire for a `pkt_len` send.
@@ -713,7 +738,7 @@ unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
     if l4 == 0 && !want_ip {
         return Ok(());
     }
-    if tso && Tso::of(m, tx_offload).is_none() {
+    if tso && Tso::of(m, ol, tx_offload).is_err() {
         return Err(libc::EINVAL);
     }
     let l2 = (tx_offload & 0x7f) as usize;
