@@ -1,0 +1,895 @@
+#!/usr/bin/env python3
+"""Per-packet cost of net_mana (Rust) against DPDK 22.11's C net/mana driver
+on the same emulated MANA device. Run through benches/run.sh, which builds
+everything first; doc/performance.md explains the method and the numbers.
+
+Two parts, both drivers in one invocation:
+
+1. Instructions per packet inside the drivers' rx/tx burst functions,
+   counted by callgrind (deterministic), for txonly, rxonly and io
+   forwarding, 64- and 1500-byte frames, burst 32, 1 and 4 queues. The
+   emulator runs in its poll doorbell mode and benches/pace.c paces the
+   bursts (see there), so the device model never runs on the measured
+   thread and every count is reproducible.
+2. Packets per second of testpmd io forwarding between two paired emulated
+   ports (no valgrind), the drivers alternated A/B, the median of the
+   per-pair ratios reported.
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+REL = REPO / "target" / "release"
+OUT = REPO / "target" / "bench"
+EMU_LIB = REL / "libmana_emu.so"
+EMU_CLI = REL / "mana-emu"
+PACE_LIB = OUT / "libbench_pace.so"
+UPSTREAM = REPO / "target" / "upstream-c"
+
+DRIVERS = {
+    "rust": {
+        "label": "net_mana (Rust)",
+        "plugin": REL / "librte_net_mana.so",
+        "preload": [],
+    },
+    "c": {
+        "label": "DPDK 22.11 net/mana (C)",
+        "plugin": UPSTREAM / "librte_net_mana_upstream.so",
+        # DPDK 22.11's C driver never reports its queues started; testpmd
+        # then disables every stream (tests/upstream/queue-state-shim.c).
+        "preload": [UPSTREAM / "libtestpmd_qstate_shim.so"],
+    },
+}
+
+MAC_A, MAC_B = "00:0d:3a:00:00:0a", "00:0d:3a:00:00:0b"
+PCI_A, PCI_B = "7870:00:00.0", "7871:00:00.0"
+BURST = 32
+TRAMPOLINES = ("bench_rx_busy", "bench_rx_idle", "bench_tx_busy")
+
+# DPDK's default RSS key (the one both drivers program when testpmd passes
+# none); used only to spread injected frames evenly over the RX queues.
+RSS_KEY = bytes([
+    0x2c, 0xc6, 0x81, 0xd1, 0x5b, 0xdb, 0xf4, 0xf7, 0xfc, 0xa2, 0x83, 0x19, 0xdb, 0x1a, 0x3e, 0x94,
+    0x6b, 0x9e, 0x38, 0xd9, 0x2c, 0x9c, 0x03, 0xd1, 0xad, 0x99, 0x44, 0xa7, 0xd9, 0x56, 0x3d, 0x59,
+    0x06, 0x3c, 0x25, 0xf3, 0xfc, 0x1f, 0xdc, 0x2a,
+])
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Frames
+# ---------------------------------------------------------------------------
+
+def csum16(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(int.from_bytes(b[i:i + 2], "big") for i in range(0, len(b), 2))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return (~s) & 0xffff
+
+
+def mac_bytes(m):
+    return bytes(int(x, 16) for x in m.split(":"))
+
+
+def udp_frame(dst_mac, src_ip, dst_ip, sport, size):
+    """An Ethernet/IPv4/UDP frame of `size` bytes (no FCS), checksums valid."""
+    payload = bytes((i * 7) & 0xff for i in range(size - 42))
+    udp_len = 8 + len(payload)
+    pseudo = bytes(src_ip) + bytes(dst_ip) + bytes([0, 17]) + udp_len.to_bytes(2, "big")
+    udp = sport.to_bytes(2, "big") + (4789).to_bytes(2, "big") + udp_len.to_bytes(2, "big")
+    uc = csum16(pseudo + udp + b"\0\0" + payload) or 0xffff
+    udp += uc.to_bytes(2, "big") + payload
+    ip = bytes([0x45, 0]) + (20 + udp_len).to_bytes(2, "big") + bytes([0, 1, 0, 0, 64, 17, 0, 0])
+    ip += bytes(src_ip) + bytes(dst_ip)
+    ip = ip[:10] + csum16(ip).to_bytes(2, "big") + ip[12:]
+    return mac_bytes(dst_mac) + bytes([2, 0, 0, 0, 0, 1]) + b"\x08\x00" + ip + udp
+
+
+def toeplitz(key, data):
+    h = 0
+    k = int.from_bytes(key, "big")
+    kbits = len(key) * 8
+    for i, byte in enumerate(data):
+        for b in range(8):
+            if byte & (0x80 >> b):
+                bit = i * 8 + b
+                h ^= (k >> (kbits - 32 - bit)) & 0xffffffff
+    return h
+
+
+def frames_for(dst_mac, size, count, nq, seed):
+    """`count` frames spread evenly over `nq` RSS queues (IPv4 src+dst hash,
+    64-entry table filled round robin), distinct flows."""
+    want = [count // nq + (1 if q < count % nq else 0) for q in range(nq)]
+    out, i = [], 0
+    dst_ip = [10, 9, 9, 9]
+    while len(out) < count:
+        src_ip = [10, seed, (i >> 8) & 0xff, i & 0xff]
+        q = (toeplitz(RSS_KEY, bytes(src_ip + dst_ip)) & 63) % nq
+        i += 1
+        if want[q] > 0:
+            want[q] -= 1
+            out.append(udp_frame(dst_mac, src_ip, dst_ip, 1024 + (i & 0x3fff), size))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Emulated device and testpmd
+# ---------------------------------------------------------------------------
+
+class Env:
+    """A private directory with the emulator config and fake sysfs trees."""
+
+    def __init__(self, name, ports, doorbell, rdma_core="v44"):
+        self.dir = Path(tempfile.mkdtemp(prefix=f"mana-bench-{name}-"))
+        os.chmod(self.dir, 0o755)
+        lines = [
+            "[options]",
+            f'doorbell_mode = "{doorbell}"',
+            f'rdma_core = "{rdma_core}"',
+            f'sysfs_root = "{self.dir}/sys"',
+            f'run_dir = "{self.dir}/run"',
+        ]
+        # One adapter (PCI function, verbs context, doorbell page) per port.
+        for pci, mac, backend in ports:
+            lines += ["", "[[adapter]]", f'pci = "{pci}"', "", "[[adapter.port]]",
+                      f'mac = "{mac}"', f"backend = {backend}", "lossless_rx = true"]
+        self.cfg = self.dir / "config.toml"
+        self.cfg.write_text("\n".join(lines) + "\n")
+        subprocess.run([str(EMU_CLI), "sysfs", str(self.cfg)], check=True,
+                       stdout=subprocess.DEVNULL)
+        self.pcis = [p[0] for p in ports]
+
+    def cleanup(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Testpmd:
+    """An interactive dpdk-testpmd on the emulated device."""
+
+    def __init__(self, env, driver, args, wrapper=(), extra_preload=(), extra_env=None,
+                 startup_timeout=600):
+        d = DRIVERS[driver]
+        preload = [str(EMU_LIB)] + [str(p) for p in d["preload"]] + [str(p) for p in extra_preload]
+        self.prefix = f"manabench{os.getpid()}-{time.monotonic_ns()}"
+        cmd = ["stdbuf", "-oL", "-eL"] + list(wrapper) + [
+            "dpdk-testpmd", "--no-huge", "-m", "1024", "--iova-mode=va",
+            "--file-prefix", self.prefix, "-l", "0,1", "-d", str(d["plugin"])]
+        for pci in env.pcis:
+            cmd += ["-a", pci]
+        cmd += ["--", "-i"] + list(args)
+        e = dict(os.environ)
+        e.update({
+            "LD_PRELOAD": " ".join(preload),
+            "MANA_EMU_CONFIG": str(env.cfg),
+            "SYSFS_PCI_DEVICES": str(env.dir / "sys/bus/pci/devices"),
+        })
+        e.update(extra_env or {})
+        self.env = env
+        self.cmdline = cmd
+        self.out = ""
+        self.lock = threading.Lock()
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, env=e, start_new_session=True)
+        threading.Thread(target=self._reader, daemon=True).start()
+        self.cmd("", timeout=startup_timeout)
+
+    def _reader(self):
+        for line in iter(self.p.stdout.readline, b""):
+            with self.lock:
+                self.out += line.decode(errors="replace")
+
+    def cmd(self, c, timeout=300):
+        """Sends one command; returns what it printed up to the next prompt
+        (with a pipe on stdin the prompt follows the next input line)."""
+        with self.lock:
+            start = len(self.out)
+        self.p.stdin.write((c + "\n\n").encode())
+        self.p.stdin.flush()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            with self.lock:
+                seg = self.out[start:]
+                if "testpmd> \r\n" in seg or "testpmd> \n" in seg:
+                    return seg
+            if self.p.poll() is not None:
+                raise RuntimeError(f"testpmd exited ({self.p.returncode}):\n{self.tail()}")
+            time.sleep(0.02)
+        raise RuntimeError(f"testpmd: no prompt after {c!r}:\n{self.tail()}")
+
+    def tail(self, n=4000):
+        with self.lock:
+            return self.out[-n:]
+
+    def request(self, req):
+        path = self.env.dir / "run" / f"mana-emu-{self.p.pid}.sock"
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(120)
+        s.connect(str(path))
+        s.sendall((json.dumps(req) + "\n").encode())
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+        s.close()
+        rep = json.loads(buf)
+        if not rep.get("ok"):
+            raise RuntimeError(f"emulator: {rep}")
+        return rep
+
+    def device_port(self, mac):
+        c = self.request({"cmd": "counters"})["counters"]
+        for p in c["ports"]:
+            if p["mac"] == mac:
+                return p["counters"]
+        raise RuntimeError(f"no port {mac}")
+
+    def rq_packets(self, mac):
+        c = self.request({"cmd": "counters"})["counters"]
+        rqs = sorted((q["id"], q["counters"]["packets"]) for q in c["queues"]
+                     if q["kind"] == "rq" and q["port"] == mac and q["live"])
+        return [p for _, p in rqs]
+
+    def inject(self, mac, frames):
+        for i in range(0, len(frames), 256):
+            self.request({"cmd": "inject", "mac": mac,
+                          "frames": [f.hex() for f in frames[i:i + 256]]})
+
+    def port_stats(self, port):
+        o = self.cmd(f"show port stats {port}")
+        m = re.search(r"RX-packets:\s*(\d+)\s+RX-missed:\s*(\d+)\s+RX-bytes:\s*(\d+)", o)
+        t = re.search(r"TX-packets:\s*(\d+)\s+TX-errors:\s*(\d+)\s+TX-bytes:\s*(\d+)", o)
+        if not m or not t:
+            raise RuntimeError(f"no stats in {o!r}")
+        return {"rx": int(m.group(1)), "rx_bytes": int(m.group(3)),
+                "tx": int(t.group(1)), "tx_errors": int(t.group(2)), "tx_bytes": int(t.group(3))}
+
+    def quit(self, timeout=300):
+        try:
+            self.p.stdin.write(b"quit\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            pass
+        try:
+            self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError(f"testpmd did not quit:\n{self.tail()}")
+        return self.out
+
+    def kill(self):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.p.wait()
+
+
+def wait_until(what, pred, timeout, poll=0.05):
+    t0 = time.monotonic()
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError(f"timeout waiting for {what}")
+        time.sleep(poll)
+
+
+# ---------------------------------------------------------------------------
+# Callgrind output
+# ---------------------------------------------------------------------------
+
+class Profile:
+    """Self costs (per function and per source line) and call arcs (calls,
+    inclusive cost) of callgrind output files (`--dump-instr=no`, line
+    positions, one event: Ir)."""
+
+    def __init__(self):
+        self.self_cost = {}     # fn -> Ir
+        self.line_cost = {}     # (fn, file, line) -> Ir
+        self.arcs = {}          # (caller, callee) -> [calls, inclusive Ir]
+        self.obj = {}           # fn -> object file
+        self.total = 0
+
+    def load(self, path):
+        names = {"fl": {}, "fn": {}, "ob": {}}
+        kind_of = {"fl": "fl", "fi": "fl", "fe": "fl", "cfi": "fl", "cfl": "fl",
+                   "fn": "fn", "cfn": "fn", "ob": "ob", "cob": "ob"}
+
+        def name(kind, rest):
+            m = re.match(r"\((\d+)\)(?: (.*))?$", rest)
+            if not m:
+                return rest
+            tab = names[kind_of[kind]]
+            if m.group(2) is not None:
+                tab[m.group(1)] = m.group(2)
+            return tab.get(m.group(1), "?")
+
+        fn = ob = fl = cur_file = cfn = cob = None
+        pending_calls = None
+        last = 0
+        with open(path, errors="replace") as f:
+            for raw in f:
+                line = raw.rstrip("\n")
+                if not line or line.startswith("#"):
+                    continue
+                c0 = line[0]
+                if c0.isdigit() or c0 in "+-*":
+                    parts = line.split()
+                    pos = parts[0]
+                    if pos == "*":
+                        p = last
+                    elif pos[0] in "+-":
+                        p = last + int(pos)
+                    else:
+                        p = int(pos)
+                    last = p
+                    ir = int(parts[1]) if len(parts) > 1 else 0
+                    if pending_calls is not None:
+                        a = self.arcs.setdefault((fn, cfn), [0, 0])
+                        a[0] += pending_calls
+                        a[1] += ir
+                        self.obj.setdefault(cfn, cob or ob)
+                        pending_calls = None
+                    else:
+                        self.self_cost[fn] = self.self_cost.get(fn, 0) + ir
+                        k = (fn, cur_file, p)
+                        self.line_cost[k] = self.line_cost.get(k, 0) + ir
+                        self.total += ir
+                    continue
+                key, _, rest = line.partition("=")
+                if key == "fn":
+                    fn = name("fn", rest)
+                    self.obj.setdefault(fn, ob)
+                    cur_file = fl
+                elif key == "fl":
+                    fl = cur_file = name("fl", rest)
+                elif key in ("fi", "fe"):
+                    cur_file = name(key, rest)
+                elif key == "ob":
+                    ob = name("ob", rest)
+                elif key == "cob":
+                    cob = name("cob", rest)
+                elif key in ("cfi", "cfl"):
+                    name(key, rest)
+                elif key == "cfn":
+                    cfn = name("cfn", rest)
+                elif key == "calls":
+                    pending_calls = int(rest.split()[0])
+                elif key in ("part", "thread", "totals", "summary", "events", "cmd",
+                             "version", "creator", "pid", "desc", "positions", "event"):
+                    pass
+
+    # With --separate-callers=N a function context is "f'caller'caller2...".
+    @staticmethod
+    def base(ctx):
+        return ctx.split("'")[0]
+
+    def root_arcs(self, trampoline):
+        """Arcs from a trampoline context to the driver's burst function."""
+        return [(callee, a) for (caller, callee), a in self.arcs.items()
+                if self.base(caller) == trampoline]
+
+    def inclusive(self, ctx, seen=None):
+        seen = seen or set()
+        if ctx in seen:
+            return 0
+        seen = seen | {ctx}
+        return self.self_cost.get(ctx, 0) + sum(
+            a[1] for (caller, _), a in self.arcs.items() if caller == ctx)
+
+    def emu_cost_under(self, ctx, depth=0):
+        """Self cost of emulator code reachable from `ctx` (inclusive arcs
+        into the emulator's object)."""
+        total = 0
+        for (caller, callee), a in self.arcs.items():
+            if caller != ctx:
+                continue
+            if "libmana_emu" in (self.obj.get(callee) or ""):
+                total += a[1]
+            elif depth < 6:
+                total += self.emu_cost_under(callee, depth + 1)
+        return total
+
+
+def analyse(files, shim):
+    prof = Profile()
+    for f in files:
+        prof.load(f)
+    res = {}
+    ports = shim["ports"]
+    pkts = {
+        "rx": sum(p["rx_busy_pkts"] for p in ports),
+        "tx": sum(p["tx_busy_pkts"] for p in ports),
+    }
+    calls = {
+        "bench_rx_busy": sum(p["rx_busy_calls"] for p in ports),
+        "bench_rx_idle": sum(p["rx_idle_calls"] for p in ports),
+        "bench_tx_busy": sum(p["tx_busy_calls"] for p in ports),
+    }
+    for tramp in TRAMPOLINES:
+        arcs = prof.root_arcs(tramp)
+        n_calls = sum(a[0] for _, a in arcs)
+        ir = sum(a[1] for _, a in arcs)
+        emu = sum(prof.emu_cost_under(callee) for callee, _ in arcs)
+        funcs = sorted({Profile.base(c) for c, _ in arcs})
+        entry = {"calls": n_calls, "shim_calls": calls[tramp], "ir": ir, "emu_ir": emu,
+                 "functions": funcs}
+        if tramp != "bench_rx_idle" and arcs:
+            entry["breakdown"] = breakdown(prof, [c for c, _ in arcs])
+        res[tramp] = entry
+    res["packets"] = pkts
+    # Everything callgrind collected must be the trampolines' own
+    # instructions or inside their calls (signal handlers, e.g. the
+    # emulator's trapped doorbells, start with collection off).
+    tramp_self = sum(v for k, v in prof.self_cost.items() if Profile.base(k) in TRAMPOLINES)
+    res["collected_total"] = prof.total
+    res["unattributed"] = prof.total - tramp_self - sum(res[t]["ir"] for t in TRAMPOLINES)
+    return res
+
+
+def breakdown(prof, roots):
+    """Where a burst function's instructions go: its direct callees
+    (inclusive) and its own instructions by source line (inlined code
+    included), summed over the given contexts."""
+    callees, lines, self_ir = {}, {}, 0
+    for r in roots:
+        self_ir += prof.self_cost.get(r, 0)
+        for (caller, callee), a in prof.arcs.items():
+            if caller == r:
+                c = callees.setdefault(Profile.base(callee), [0, 0])
+                c[0] += a[0]
+                c[1] += a[1]
+        for (fn, fl, ln), ir in prof.line_cost.items():
+            if fn == r:
+                k = f"{short_path(fl)}:{ln}"
+                lines[k] = lines.get(k, 0) + ir
+    return {
+        "self": self_ir,
+        "callees": sorted(([k, v[0], v[1]] for k, v in callees.items()), key=lambda x: -x[2]),
+        "lines": sorted(([k, v] for k, v in lines.items()), key=lambda x: -x[1])[:25],
+    }
+
+
+def short_path(p):
+    if not p:
+        return "?"
+    p = p.replace(str(REPO) + "/", "")
+    m = re.search(r"(dpdk-stable-[^/]+/.*)$", p)
+    if m:
+        return m.group(1)
+    m = re.search(r"(library/(?:core|alloc|std)/src/.*)$", p)
+    if m:
+        return m.group(1)
+    return p
+
+
+# ---------------------------------------------------------------------------
+# Part 1: instructions per packet (callgrind)
+# ---------------------------------------------------------------------------
+
+def callgrind_run(driver, mode, size, nq, budget, rxd, doorbell="poll"):
+    name = f"{driver}-{mode}-{size}-{nq}q"
+    out = OUT / "callgrind" / name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    if mode == "txonly":
+        ports = [(PCI_A, MAC_A, '{ kind = "sink" }')]
+    elif mode == "rxonly":
+        ports = [(PCI_A, MAC_A, '{ kind = "sink" }')]
+    else:
+        ports = [(PCI_A, MAC_A, '{ kind = "sink" }'), (PCI_B, MAC_B, '{ kind = "sink" }')]
+    env = Env(name, ports, doorbell=doorbell, rdma_core="modern")
+    vg = ["valgrind", "--tool=callgrind", "--fair-sched=yes", "--separate-threads=yes", "--dump-instr=no",
+          "--dump-line=yes", "--collect-atstart=no", "--separate-callers=3",
+          f"--callgrind-out-file={out}/callgrind.out.%p"]
+    vg += [f"--toggle-collect={t}" for t in TRAMPOLINES]
+    if doorbell == "trap":
+        # The emulator's SIGSEGV handler decodes the doorbell store at the
+        # interrupted RIP. With VEX's IR optimisation on, valgrind 3.19
+        # reports the RIP of the `sfence` before the store instead (both
+        # drivers fence first); unoptimised IR keeps the guest state exact.
+        # Instruction counts do not depend on it.
+        vg.append("--vex-iropt-level=0")
+    stats_file = out / "shim.json"
+    args = [f"--forward-mode={mode}", f"--burst={BURST}", f"--rxq={nq}", f"--txq={nq}",
+            f"--rxd={rxd}", f"--txd={rxd}", "--no-flush-rx", "--total-num-mbufs=32768"]
+    if mode == "txonly":
+        args.append(f"--txpkts={size}")
+    t0 = time.monotonic()
+    t = Testpmd(env, driver, args, wrapper=vg, extra_preload=[PACE_LIB], extra_env={
+        "BENCH_RUN_DIR": str(env.dir / "run"),
+        "BENCH_BUDGET": str(budget),
+        "BENCH_STATS": str(stats_file),
+    })
+    started = time.monotonic() - t0
+    try:
+        macs = [p[1] for p in ports]
+        if mode == "txonly":
+            t.cmd("start")
+            wait_until("txonly packets", lambda: t.device_port(MAC_A)["tx_packets"]
+                       >= budget + 2 * BURST * nq, 600, poll=0.5)
+            t.cmd("stop")
+        else:
+            per_round = min(budget, nq * rxd // 2)
+            done = 0
+            seed = 1
+            while done < budget:
+                k = min(per_round, budget - done)
+                for i, mac in enumerate(macs):
+                    t.inject(mac, frames_for(mac, size, k, nq, seed + i * 50))
+                done += k
+                seed += 1
+                for mac in macs:
+                    wait_until(f"device delivers {done} frames to {mac}",
+                               lambda mac=mac: t.device_port(mac)["rx_packets"] >= done, 600, 0.2)
+                spread = [t.rq_packets(mac) for mac in macs]
+                t.cmd("start")
+                for i in range(len(macs)):
+                    wait_until(f"port {i} receives {done}",
+                               lambda i=i: t.port_stats(i)["rx"] >= done, 600, 0.5)
+                if mode == "io":
+                    for i, mac in enumerate(macs):
+                        wait_until(f"{mac} forwards {done}",
+                                   lambda mac=mac: t.device_port(mac)["tx_packets"] >= done, 600, 0.2)
+                t.cmd("stop")
+            res_spread = spread
+        stats = [t.port_stats(i) for i in range(len(ports))]
+        dev = [t.device_port(m) for m in [p[1] for p in ports]]
+        t.quit()
+    except Exception:
+        log(t.tail())
+        t.kill()
+        raise
+    finally:
+        env.cleanup()
+    elapsed = time.monotonic() - t0
+    shim = json.loads(stats_file.read_text())
+    files = sorted(str(p) for p in out.glob("callgrind.out.*"))
+    res = analyse(files, shim)
+    res.update({
+        "driver": driver, "mode": mode, "size": size, "nq": nq, "budget": budget,
+        "shim": shim, "testpmd_stats": stats, "device": dev,
+        "startup_s": round(started, 1), "elapsed_s": round(elapsed, 1),
+    })
+    if mode != "txonly":
+        res["rq_spread"] = res_spread
+    check(res)
+    return res
+
+
+def check(res):
+    """Consistency: the shim saw the packets testpmd and the device counted,
+    no pacing timeouts, no mispredicted bursts, no emulator code inside."""
+    problems = []
+    for p in res["shim"]["ports"]:
+        for k in ("rx_busy_empty", "tx_timeouts", "db_timeouts", "rq_unmapped", "tx_partial"):
+            if p[k]:
+                problems.append(f"port {p['port']}: {k}={p[k]}")
+        if p["rx_idle_pkts"]:
+            problems.append(f"port {p['port']}: idle RX calls returned {p['rx_idle_pkts']} packets")
+    mode, budget = res["mode"], res["budget"]
+    if mode in ("rxonly", "io") and res["packets"]["rx"] != budget * (2 if mode == "io" else 1):
+        problems.append(f"collected RX packets {res['packets']['rx']}")
+    if mode in ("txonly", "io") and res["packets"]["tx"] != budget * (2 if mode == "io" else 1):
+        problems.append(f"collected TX packets {res['packets']['tx']}")
+    if res["unattributed"]:
+        problems.append(f"{res['unattributed']} Ir collected outside the burst calls")
+    for tramp in TRAMPOLINES:
+        e = res[tramp]
+        if e["calls"] != e["shim_calls"]:
+            problems.append(f"{tramp}: callgrind saw {e['calls']} calls, the shim {e['shim_calls']}")
+        if e["emu_ir"]:
+            problems.append(f"{tramp}: {e['emu_ir']} Ir of emulator code inside the bursts")
+    res["problems"] = problems
+    if problems:
+        log(f"  WARNING {res['driver']} {res['mode']} {res['size']}B {res['nq']}q: " + "; ".join(problems))
+
+
+def per_packet(res, tramp, kind):
+    n = res["packets"][kind]
+    e = res[tramp]
+    return (e["ir"] - e["emu_ir"]) / n if n else None
+
+
+# ---------------------------------------------------------------------------
+# Part 2: packets per second (native)
+# ---------------------------------------------------------------------------
+
+def pps_run(driver, size, window, population):
+    ports = [(PCI_A, MAC_A, f'{{ kind = "pair", peer = "{MAC_B}" }}'),
+             (PCI_B, MAC_B, f'{{ kind = "pair", peer = "{MAC_A}" }}')]
+    env = Env(f"pps-{driver}", ports, doorbell="poll")
+    args = ["--forward-mode=io", f"--burst={BURST}", "--rxd=256", "--txd=256",
+            "--total-num-mbufs=8192", f"--txpkts={size}", "--record-core-cycles"]
+    t = Testpmd(env, driver, args, startup_timeout=120)
+    try:
+        t.cmd(f"start tx_first {population}")
+        time.sleep(1.0)
+
+        def rx_total():
+            return t.port_stats(0)["rx"] + t.port_stats(1)["rx"]
+        a, ta = rx_total(), time.monotonic()
+        time.sleep(window)
+        b, tb = rx_total(), time.monotonic()
+        o = t.cmd("stop")
+        m = re.search(r"CPU cycles/packet=([\d.]+)", o)
+        t.quit(60)
+    except Exception:
+        log(t.tail())
+        t.kill()
+        raise
+    finally:
+        env.cleanup()
+    return {"pps": (b - a) / (tb - ta), "cycles_per_packet": float(m.group(1)) if m else None}
+
+
+# ---------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------
+
+def machine():
+    def sh(*c):
+        try:
+            return subprocess.run(c, capture_output=True, text=True).stdout.strip()
+        except OSError:
+            return "?"
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mhz = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("cpu MHz"):
+            mhz = line.split(":", 1)[1].strip()
+            break
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "cpu_mhz": mhz,
+        "kernel": platform.release(),
+        "os": sh("sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"),
+        "dpdk": sh("dpkg-query", "-W", "-f=${Version}", "libdpdk-dev"),
+        "valgrind": sh("valgrind", "--version"),
+        "rustc": sh("rustc", "--version"),
+        "cc": sh("cc", "--version").splitlines()[0] if sh("cc", "--version") else "?",
+        "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
+    }
+
+
+def fmt(x, d=1):
+    return "n/a" if x is None else f"{x:,.{d}f}"
+
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def render(results):
+    m = results["machine"]
+    L = []
+    L.append(f"Command: `{results['command']}` ({results['date']}, {results['elapsed_min']:.1f} min)")
+    L.append("")
+    L.append(f"Machine: {m['nproc']} CPUs, {m['cpu']} ({m['cpu_mhz']} MHz), kernel {m['kernel']}, "
+             f"{m['os']}; DPDK {m['dpdk']}; {m['valgrind']}; {m['rustc']}; {m['cc']}; "
+             f"load average at start {' '.join(m['loadavg_at_start'])}.")
+    L.append("")
+    L.append("### Instructions per packet inside the burst functions (callgrind)")
+    L.append("")
+    L.append(f"Burst {BURST}; {results['budget']} packets per port and direction per row; "
+             "device in poll doorbell mode, bursts paced (see Method). "
+             "io rows: two ports forwarding to each other, RX and TX figures per packet in "
+             "that direction.")
+    L.append("")
+    L.append("| mode | frame | queues | RX ours | RX C | RX ours/C | TX ours | TX C | TX ours/C |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cg = results["callgrind"]
+    for mode in ("txonly", "rxonly", "io"):
+        for size in results["sizes"]:
+            for nq in results["queues"]:
+                r = {d: cg.get(f"{d}-{mode}-{size}-{nq}q") for d in DRIVERS}
+                def pp(d, tramp, kind):
+                    x = r[d]
+                    return per_packet(x, tramp, kind) if x else None
+                rx = {d: pp(d, "bench_rx_busy", "rx") if mode != "txonly" else None for d in DRIVERS}
+                tx = {d: pp(d, "bench_tx_busy", "tx") if mode != "rxonly" else None for d in DRIVERS}
+                cells = [mode, f"{size} B", str(nq)]
+                for v in (rx, tx):
+                    if v["rust"] is None and v["c"] is None:
+                        cells += ["–", "–", "–"]
+                    else:
+                        cells += [fmt(v["rust"]), fmt(v["c"]), fmt(ratio(v["rust"], v["c"]), 2)]
+                L.append("| " + " | ".join(cells) + " |")
+    L.append("")
+    L.append("Empty polls (instructions per `rx_burst` call that found nothing; not in the "
+             "per-packet figures):")
+    L.append("")
+    L.append("| mode | frame | queues | ours | C | ours/C |")
+    L.append("|---|---:|---:|---:|---:|---:|")
+    for mode in ("rxonly", "io"):
+        for size in results["sizes"]:
+            for nq in results["queues"]:
+                v = {}
+                for d in DRIVERS:
+                    x = cg.get(f"{d}-{mode}-{size}-{nq}q")
+                    e = x and x["bench_rx_idle"]
+                    v[d] = e["ir"] / e["calls"] if e and e["calls"] else None
+                L.append(f"| {mode} | {size} B | {nq} | {fmt(v['rust'])} | {fmt(v['c'])} | "
+                         f"{fmt(ratio(v['rust'], v['c']), 2)} |")
+    probs = [(k, x["problems"]) for k, x in cg.items() if x.get("problems")]
+    if probs:
+        L.append("")
+        L.append("Consistency warnings: " + "; ".join(f"{k}: {', '.join(p)}" for k, p in probs))
+    if results.get("pps"):
+        p = results["pps"]
+        L.append("")
+        L.append("### Packets per second, testpmd io forwarding (native)")
+        L.append("")
+        L.append(f"Two paired emulated ports, 1 queue each, burst {BURST}, {p['size']}-byte frames, "
+                 f"{p['population']}x{BURST} frames seeded per direction (`start tx_first "
+                 f"{p['population']}`), {p['window']} s window after 1 s warm-up, "
+                 f"{p['runs']} runs per driver alternated A/B.")
+        L.append("")
+        L.append("| run | order | ours Mpps | C Mpps | ours/C | ours cycles/pkt | C cycles/pkt |")
+        L.append("|---:|---|---:|---:|---:|---:|---:|")
+        for i, r in enumerate(p["pairs"]):
+            L.append(f"| {i + 1} | {r['order']} | {r['rust']['pps'] / 1e6:.3f} | "
+                     f"{r['c']['pps'] / 1e6:.3f} | {r['ratio']:.2f} | "
+                     f"{fmt(r['rust']['cycles_per_packet'], 0)} | {fmt(r['c']['cycles_per_packet'], 0)} |")
+        L.append(f"| **median** | | {p['median_rust'] / 1e6:.3f} | {p['median_c'] / 1e6:.3f} | "
+                 f"**{p['median_ratio']:.2f}** | {fmt(p['median_cycles_rust'], 0)} | "
+                 f"{fmt(p['median_cycles_c'], 0)} |")
+    return "\n".join(L) + "\n"
+
+
+def render_breakdown(results):
+    L = []
+    cg = results["callgrind"]
+    for key in results.get("breakdown_rows", []):
+        for d in DRIVERS:
+            x = cg.get(f"{d}-{key}")
+            if not x:
+                continue
+            for tramp, kind in (("bench_rx_busy", "rx"), ("bench_tx_busy", "tx")):
+                e = x[tramp]
+                n = x["packets"][kind]
+                if not n or "breakdown" not in e:
+                    continue
+                b = e["breakdown"]
+                L.append(f"#### {DRIVERS[d]['label']}, {key}, {kind.upper()}: "
+                         f"{(e['ir'] - e['emu_ir']) / n:.1f} Ir/packet "
+                         f"({', '.join(e['functions'])})")
+                L.append("")
+                L.append("| callee (inclusive) | calls/packet | Ir/packet |")
+                L.append("|---|---:|---:|")
+                L.append(f"| (own instructions, inlined code included) | | {b['self'] / n:.1f} |")
+                for name, calls, ir in b["callees"][:10]:
+                    L.append(f"| `{name}` | {calls / n:.3f} | {ir / n:.1f} |")
+                L.append("")
+                L.append("| own instructions by source line | Ir/packet |")
+                L.append("|---|---:|")
+                for where, ir in b["lines"][:12]:
+                    L.append(f"| `{where}` | {ir / n:.1f} |")
+                L.append("")
+    return "\n".join(L) + "\n"
+
+
+def update_doc(doc, table, breakdown):
+    text = doc.read_text()
+    for tag, body in (("results", table), ("breakdown", breakdown)):
+        b, e = f"<!-- bench:{tag}:begin -->", f"<!-- bench:{tag}:end -->"
+        if b in text and e in text:
+            pre, rest = text.split(b, 1)
+            _, post = rest.split(e, 1)
+            text = pre + b + "\n" + body + e + post
+    doc.write_text(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--budget", type=int, default=2048,
+                    help="packets per port and direction measured per callgrind row (multiple of 32)")
+    ap.add_argument("--modes", default="txonly,rxonly,io")
+    ap.add_argument("--sizes", default="64,1500")
+    ap.add_argument("--queues", default="1,4")
+    ap.add_argument("--drivers", default="rust,c")
+    ap.add_argument("--pps-runs", type=int, default=5, help="runs per driver (0: skip)")
+    ap.add_argument("--pps-window", type=float, default=4.0)
+    ap.add_argument("--pps-size", type=int, default=64)
+    ap.add_argument("--pps-population", type=int, default=8, help="bursts seeded per direction")
+    ap.add_argument("--no-callgrind", action="store_true")
+    ap.add_argument("--update-doc", action="store_true",
+                    help="rewrite the result sections of doc/performance.md")
+    ap.add_argument("--command", default="benches/run.sh", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+
+    for p in (EMU_LIB, EMU_CLI, PACE_LIB) + tuple(DRIVERS[d]["plugin"] for d in DRIVERS):
+        if not Path(p).exists():
+            sys.exit(f"perf.py: {p} missing: run benches/run.sh")
+    t_start = time.monotonic()
+    OUT.mkdir(parents=True, exist_ok=True)
+    drivers = a.drivers.split(",")
+    results = {
+        "command": a.command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": machine(), "budget": a.budget,
+        "sizes": [int(s) for s in a.sizes.split(",")],
+        "queues": [int(q) for q in a.queues.split(",")],
+        "callgrind": {}, "breakdown_rows": ["io-64-1q"],
+    }
+    if not a.no_callgrind:
+        for mode in a.modes.split(","):
+            for size in results["sizes"]:
+                for nq in results["queues"]:
+                    for d in drivers:
+                        log(f"callgrind: {d} {mode} {size}B {nq}q ...")
+                        r = callgrind_run(d, mode, size, nq, a.budget, rxd=1024,
+                                          doorbell="poll" if nq == 1 else "trap")
+                        results["callgrind"][f"{d}-{mode}-{size}-{nq}q"] = r
+                        rx = per_packet(r, "bench_rx_busy", "rx")
+                        tx = per_packet(r, "bench_tx_busy", "tx")
+                        log(f"  rx {fmt(rx)} Ir/pkt, tx {fmt(tx)} Ir/pkt "
+                            f"({r['elapsed_s']} s, startup {r['startup_s']} s)")
+    if a.pps_runs > 0 and set(drivers) >= {"rust", "c"}:
+        pairs = []
+        for i in range(a.pps_runs):
+            order = ("rust", "c") if i % 2 == 0 else ("c", "rust")
+            r = {}
+            for d in order:
+                r[d] = pps_run(d, a.pps_size, a.pps_window, a.pps_population)
+                log(f"pps: run {i + 1} {d}: {r[d]['pps'] / 1e6:.3f} Mpps, "
+                    f"{fmt(r[d]['cycles_per_packet'], 0)} cycles/packet")
+            r["order"] = "ours, C" if order[0] == "rust" else "C, ours"
+            r["ratio"] = r["rust"]["pps"] / r["c"]["pps"]
+            pairs.append(r)
+
+        def med(xs):
+            xs = [x for x in xs if x is not None]
+            return statistics.median(xs) if xs else None
+        results["pps"] = {
+            "size": a.pps_size, "window": a.pps_window, "population": a.pps_population,
+            "runs": a.pps_runs, "pairs": pairs,
+            "median_ratio": med([p["ratio"] for p in pairs]),
+            "median_rust": med([p["rust"]["pps"] for p in pairs]),
+            "median_c": med([p["c"]["pps"] for p in pairs]),
+            "median_cycles_rust": med([p["rust"]["cycles_per_packet"] for p in pairs]),
+            "median_cycles_c": med([p["c"]["cycles_per_packet"] for p in pairs]),
+        }
+    results["elapsed_min"] = (time.monotonic() - t_start) / 60
+    (OUT / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    table = render(results)
+    bd = render_breakdown(results)
+    (OUT / "results.md").write_text(table + "\n" + bd)
+    print(table)
+    print(bd)
+    if a.update_doc:
+        update_doc(REPO / "doc" / "performance.md", table, bd)
+        log("doc/performance.md updated")
+    log(f"results: {OUT / 'results.md'}, {OUT / 'results.json'}")
+
+
+if __name__ == "__main__":
+    main()
