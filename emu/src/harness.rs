@@ -190,6 +190,38 @@ fn num_after(line: &str, key: &str) -> Option<u64> {
         .ok()
 }
 
+/// `text` without testpmd's asynchronous event lines
+/// (`"\nPort N: <name> event\n"`), which may split any other line.
+pub fn without_events(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("\nPort ") {
+        let line_end = rest[at + 1..].find('\n').map(|e| at + 1 + e);
+        match line_end {
+            Some(end) if is_event_line(&rest[at + 1..end]) => {
+                out.push_str(&rest[..at]);
+                rest = &rest[end + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..at + 1]);
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn is_event_line(line: &str) -> bool {
+    let Some(tail) = line.strip_prefix("Port ") else {
+        return false;
+    };
+    let Some((port, name)) = tail.split_once(": ") else {
+        return false;
+    };
+    !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && name.ends_with(" event")
+}
+
 /// Parses the "NIC statistics for port N" block of `show port stats N`.
 pub fn parse_port_stats(text: &str, port: u16) -> Option<PortStats> {
     let hdr = format!("NIC statistics for port {port} ");
@@ -427,12 +459,26 @@ impl Testpmd {
         pat: &str,
         timeout: Duration,
     ) -> Result<String, String> {
+        self.wait_until(from, pat, timeout, str::to_string)
+    }
+
+    /// Waits until `view(output after from)` contains `pat`; returns the view.
+    fn wait_until(
+        &self,
+        from: usize,
+        pat: &str,
+        timeout: Duration,
+        view: impl Fn(&str) -> String,
+    ) -> Result<String, String> {
         let t0 = Instant::now();
         loop {
             {
                 let o = self.out.lock().unwrap();
-                if o.len() >= from && o[from..].contains(pat) {
-                    return Ok(o[from..].to_string());
+                if o.len() >= from {
+                    let v = view(&o[from..]);
+                    if v.contains(pat) {
+                        return Ok(v);
+                    }
                 }
             }
             if t0.elapsed() > timeout || Instant::now() > self.deadline {
@@ -461,8 +507,9 @@ impl Testpmd {
             .write_all(format!("{c}\n\n").as_bytes())
             .map_err(|e| e.to_string())?;
         stdin.flush().map_err(|e| e.to_string())?;
-        let out = self.wait_for_from(from, "testpmd> \r\n", Duration::from_secs(60))?;
-        Ok(out)
+        // Event callbacks print from another thread, possibly in the middle
+        // of the prompt; the command's output is read without them.
+        self.wait_until(from, "testpmd> \r\n", Duration::from_secs(60), without_events)
     }
 
     pub fn port_stats(&mut self, port: u16) -> Result<PortStats, String> {
@@ -563,5 +610,20 @@ impl Drop for Testpmd {
             let _ = self.child.wait();
         }
         self.done.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_events;
+
+    #[test]
+    fn event_lines_are_cut_out_even_inside_a_prompt() {
+        let raw = "te\nPort 0: error recovery successful event\nstpmd> \r\n";
+        assert_eq!(without_events(raw), "testpmd> \r\n");
+        let raw = "a\nPort 1: link state change event\nPort 1: x\n";
+        assert_eq!(without_events(raw), "aPort 1: x\n");
+        let kept = "\nPort 0: not an event line\n  RX-packets: 3\n";
+        assert_eq!(without_events(kept), kept);
     }
 }
