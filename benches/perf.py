@@ -452,24 +452,53 @@ def analyse(files, shim):
 
 
 def breakdown(prof, roots):
-    """Where a burst function's instructions go: its direct callees
-    (inclusive) and its own instructions by source line (inlined code
-    included), summed over the given contexts."""
-    callees, lines, self_ir = {}, {}, 0
+    """Where a burst function's instructions go: its call tree (inclusive
+    cost, three levels) and its own instructions by source line (inlined
+    code included), summed over the given contexts."""
+    lines, self_ir = {}, 0
+
+    def tree(ctx, depth):
+        kids = {}
+        for (caller, callee), a in prof.arcs.items():
+            if caller == ctx:
+                k = kids.setdefault(Profile.base(callee), {"calls": 0, "ir": 0, "ctx": []})
+                k["calls"] += a[0]
+                k["ir"] += a[1]
+                k["ctx"].append(callee)
+        out = []
+        for name, k in sorted(kids.items(), key=lambda x: -x[1]["ir"]):
+            node = {"name": name, "calls": k["calls"], "ir": k["ir"],
+                    "self": sum(prof.self_cost.get(c, 0) for c in k["ctx"])}
+            if depth < 3:
+                sub = [tree(c, depth + 1) for c in k["ctx"]]
+                node["callees"] = merge([x for s in sub for x in s])
+            out.append(node)
+        return out
+
+    def merge(nodes):
+        m = {}
+        for n in nodes:
+            x = m.setdefault(n["name"], {"name": n["name"], "calls": 0, "ir": 0, "self": 0,
+                                         "callees": []})
+            x["calls"] += n["calls"]
+            x["ir"] += n["ir"]
+            x["self"] += n["self"]
+            x["callees"] += n.get("callees", [])
+        for x in m.values():
+            x["callees"] = merge(x["callees"]) if x["callees"] else []
+        return sorted(m.values(), key=lambda x: -x["ir"])
+
+    callees = []
     for r in roots:
         self_ir += prof.self_cost.get(r, 0)
-        for (caller, callee), a in prof.arcs.items():
-            if caller == r:
-                c = callees.setdefault(Profile.base(callee), [0, 0])
-                c[0] += a[0]
-                c[1] += a[1]
+        callees += tree(r, 1)
         for (fn, fl, ln), ir in prof.line_cost.items():
             if fn == r:
                 k = f"{short_path(fl)}:{ln}"
                 lines[k] = lines.get(k, 0) + ir
     return {
         "self": self_ir,
-        "callees": sorted(([k, v[0], v[1]] for k, v in callees.items()), key=lambda x: -x[2]),
+        "tree": merge(callees),
         "lines": sorted(([k, v] for k, v in lines.items()), key=lambda x: -x[1])[:25],
     }
 
@@ -624,7 +653,9 @@ def pps_run(driver, size, window, population):
              (PCI_B, MAC_B, f'{{ kind = "pair", peer = "{MAC_A}" }}')]
     env = Env(f"pps-{driver}", ports, doorbell="poll")
     args = ["--forward-mode=io", f"--burst={BURST}", "--rxd=256", "--txd=256",
-            "--total-num-mbufs=8192", f"--txpkts={size}", "--record-core-cycles"]
+            "--total-num-mbufs=8192", f"--txpkts={size}", "--record-core-cycles",
+            "--record-burst-stats"]
+    load = Path("/proc/loadavg").read_text().split()[0]
     t = Testpmd(env, driver, args, startup_timeout=120)
     try:
         t.cmd(f"start tx_first {population}")
@@ -637,6 +668,11 @@ def pps_run(driver, size, window, population):
         b, tb = rx_total(), time.monotonic()
         o = t.cmd("stop")
         m = re.search(r"CPU cycles/packet=([\d.]+)", o)
+        # testpmd's own counts since `start`: RX packets per rx_burst call
+        # (empty polls included) show who waits for whom.
+        bursts = sum(int(x) for x in re.findall(r"RX-bursts : (\d+)", o))
+        acc = o.split("Accumulated forward statistics")[-1]
+        rxp = re.search(r"RX-packets:\s*(\d+)", acc)
         t.quit(60)
     except Exception:
         log(t.tail())
@@ -644,7 +680,9 @@ def pps_run(driver, size, window, population):
         raise
     finally:
         env.cleanup()
-    return {"pps": (b - a) / (tb - ta), "cycles_per_packet": float(m.group(1)) if m else None}
+    return {"pps": (b - a) / (tb - ta), "cycles_per_packet": float(m.group(1)) if m else None,
+            "pkts_per_rx_call": int(rxp.group(1)) / bursts if rxp and bursts else None,
+            "loadavg": load}
 
 
 # ---------------------------------------------------------------------------
@@ -678,6 +716,10 @@ def machine():
         "rustc": sh("rustc", "--version"),
         "cc": sh("cc", "--version").splitlines()[0] if sh("cc", "--version") else "?",
         "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
+        "revision": sh("git", "-C", str(REPO), "rev-parse", "--short", "HEAD"),
+        # Uncommitted changes to the driver's sources are built and measured.
+        "dirty": bool(sh("git", "-C", str(REPO), "status", "--porcelain", "--", "src", "gdma",
+                         "build.rs", "Cargo.toml")),
     }
 
 
@@ -694,6 +736,10 @@ def render(results):
     L = []
     L.append(f"Command: `{results['command']}` ({results['date']}, {results['elapsed_min']:.1f} min)")
     L.append("")
+    L.append(f"Driver revision: `{m['revision']}`{' with uncommitted changes to src/, gdma/ or the build' if m['dirty'] else ''}; "
+             "C driver: DPDK's drivers/net/mana of the installed version, "
+             "built by tests/upstream/build-c-driver.sh.")
+    L.append("")
     L.append(f"Machine: {m['nproc']} CPUs, {m['cpu']} ({m['cpu_mhz']} MHz), kernel {m['kernel']}, "
              f"{m['os']}; DPDK {m['dpdk']}; {m['valgrind']}; {m['rustc']}; {m['cc']}; "
              f"load average at start {' '.join(m['loadavg_at_start'])}.")
@@ -701,7 +747,8 @@ def render(results):
     L.append("### Instructions per packet inside the burst functions (callgrind)")
     L.append("")
     L.append(f"Burst {BURST}; {results['budget']} packets per port and direction per row; "
-             "device in poll doorbell mode, bursts paced (see Method). "
+             "bursts paced by benches/pace.c; emulator doorbells polled for 1 queue, trapped for 4 "
+             "queues (see Method). "
              "io rows: two ports forwarding to each other, RX and TX figures per packet in "
              "that direction.")
     L.append("")
@@ -754,15 +801,18 @@ def render(results):
                  f"{p['population']}`), {p['window']} s window after 1 s warm-up, "
                  f"{p['runs']} runs per driver alternated A/B.")
         L.append("")
-        L.append("| run | order | ours Mpps | C Mpps | ours/C | ours cycles/pkt | C cycles/pkt |")
-        L.append("|---:|---|---:|---:|---:|---:|---:|")
+        L.append("| run | order | ours Mpps | C Mpps | ours/C | ours cycles/pkt | C cycles/pkt "
+                 "| ours pkts/rx call | C pkts/rx call | load avg |")
+        L.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
         for i, r in enumerate(p["pairs"]):
             L.append(f"| {i + 1} | {r['order']} | {r['rust']['pps'] / 1e6:.3f} | "
                      f"{r['c']['pps'] / 1e6:.3f} | {r['ratio']:.2f} | "
-                     f"{fmt(r['rust']['cycles_per_packet'], 0)} | {fmt(r['c']['cycles_per_packet'], 0)} |")
+                     f"{fmt(r['rust']['cycles_per_packet'], 0)} | {fmt(r['c']['cycles_per_packet'], 0)} | "
+                     f"{fmt(r['rust']['pkts_per_rx_call'], 2)} | {fmt(r['c']['pkts_per_rx_call'], 2)} | "
+                     f"{r['rust']['loadavg']}, {r['c']['loadavg']} |")
         L.append(f"| **median** | | {p['median_rust'] / 1e6:.3f} | {p['median_c'] / 1e6:.3f} | "
                  f"**{p['median_ratio']:.2f}** | {fmt(p['median_cycles_rust'], 0)} | "
-                 f"{fmt(p['median_cycles_c'], 0)} |")
+                 f"{fmt(p['median_cycles_c'], 0)} | | | |")
     return "\n".join(L) + "\n"
 
 
@@ -784,11 +834,19 @@ def render_breakdown(results):
                          f"{(e['ir'] - e['emu_ir']) / n:.1f} Ir/packet "
                          f"({', '.join(e['functions'])})")
                 L.append("")
-                L.append("| callee (inclusive) | calls/packet | Ir/packet |")
-                L.append("|---|---:|---:|")
-                L.append(f"| (own instructions, inlined code included) | | {b['self'] / n:.1f} |")
-                for name, calls, ir in b["callees"][:10]:
-                    L.append(f"| `{name}` | {calls / n:.3f} | {ir / n:.1f} |")
+                L.append("| function (callees indented) | calls/packet | inclusive Ir/packet | own Ir/packet |")
+                L.append("|---|---:|---:|---:|")
+                L.append(f"| `{', '.join(e['functions'])}` | {e['calls'] / n:.3f} | "
+                         f"{e['ir'] / n:.1f} | {b['self'] / n:.1f} |")
+
+                def rows(nodes, depth):
+                    for x in nodes:
+                        if x["ir"] / n < 0.5:
+                            continue
+                        L.append(f"| {'→ ' * depth}`{x['name']}` | {x['calls'] / n:.3f} | "
+                                 f"{x['ir'] / n:.1f} | {x['self'] / n:.1f} |")
+                        rows(x.get("callees", []), depth + 1)
+                rows(b["tree"], 1)
                 L.append("")
                 L.append("| own instructions by source line | Ir/packet |")
                 L.append("|---|---:|")
@@ -818,7 +876,7 @@ def main():
     ap.add_argument("--queues", default="1,4")
     ap.add_argument("--drivers", default="rust,c")
     ap.add_argument("--pps-runs", type=int, default=5, help="runs per driver (0: skip)")
-    ap.add_argument("--pps-window", type=float, default=4.0)
+    ap.add_argument("--pps-window", type=float, default=5.0)
     ap.add_argument("--pps-size", type=int, default=64)
     ap.add_argument("--pps-population", type=int, default=8, help="bursts seeded per direction")
     ap.add_argument("--no-callgrind", action="store_true")
