@@ -257,6 +257,20 @@ pub struct Ctx {
     pub async_r: OwnedFd,
 }
 
+/// The doorbell page of a closed context, as other mappings may still see
+/// it: its memfd page (a DPDK secondary's mapping, or the primary's in poll
+/// mode) and its trapped page. Stores to either are discarded doorbells.
+struct ClosedPage {
+    shm: Region,
+    last: [u64; 3],
+    trap: Option<TrapPage>,
+}
+
+/// Closed contexts whose memfd page is still sampled (and whose trapped
+/// page is detached when the device goes away); older ones are forgotten
+/// (their stores are still ignored, but no longer counted).
+const CLOSED_PAGES_KEPT: usize = 256;
+
 struct Pd {
     ctx: u32,
     parent_of: Option<u32>,
@@ -386,6 +400,7 @@ pub struct State {
     cqe_corrupt: u32,
     packets_moved: u64,
     trap_slots: BTreeMap<u32, u32>,
+    closed_pages: VecDeque<ClosedPage>,
     ring: &'static DbRing,
     wake_fd: RawFd,
     mtu_watch: MtuWatch,
@@ -569,6 +584,7 @@ impl Emulator {
             cqe_corrupt: 0,
             packets_moved: 0,
             trap_slots: BTreeMap::new(),
+            closed_pages: VecDeque::new(),
             ring,
             wake_fd: wake.as_raw_fd(),
         };
@@ -659,6 +675,21 @@ impl Drop for Emulator {
     }
 }
 
+impl Drop for State {
+    /// The device is gone (its wake fd closes): its trapped pages, live or
+    /// closed, stop reporting to it. Later stores to them are dropped.
+    fn drop(&mut self) {
+        let traps = self
+            .ctxs
+            .values()
+            .filter_map(|c| c.trap.as_ref())
+            .chain(self.closed_pages.iter().filter_map(|p| p.trap.as_ref()));
+        for t in traps {
+            t.detach(self.ring);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Control path (verbs objects)
 // ---------------------------------------------------------------------------
@@ -732,6 +763,12 @@ impl State {
         let db_page = trap.as_ref().map_or(shm.addr(), |t| t.addr);
         if let Some(t) = &trap {
             self.trap_slots.insert(t.slot, handle);
+            // Its slot was reused (all slots taken): the page is live again.
+            for p in &mut self.closed_pages {
+                if p.trap.as_ref().is_some_and(|o| o.slot == t.slot) {
+                    p.trap = None;
+                }
+            }
         }
         let info = CtxInfo {
             handle,
@@ -761,13 +798,31 @@ impl State {
     /// the kernel does when the uverbs file is closed). Buffers are not
     /// freed: like rdma-core, the application owns leaked queue memory.
     pub fn close_context(&mut self, ctx: u32) {
-        let Some(c) = self.ctxs.remove(&ctx) else {
+        let Some(mut c) = self.ctxs.remove(&ctx) else {
             return;
         };
+        // The kernel zaps every mapping of the doorbell page when the
+        // uverbs file goes (and at a reset): stores through any mapping
+        // left over (another process's, or a stale pointer) must not reach
+        // a later context. Its pages are never reused for a new context
+        // (fresh memfd per context, fresh trapped page while slots last);
+        // they are kept watched so such stores count as discarded.
         if let Some(t) = &c.trap {
-            t.release();
+            t.close();
             self.trap_slots.remove(&t.slot);
         }
+        if self.closed_pages.len() >= CLOSED_PAGES_KEPT {
+            if let Some(old) = self.closed_pages.pop_front() {
+                if let Some(t) = old.trap {
+                    t.detach(self.ring);
+                }
+            }
+        }
+        self.closed_pages.push_back(ClosedPage {
+            shm: c.shm,
+            last: c.last,
+            trap: c.trap.take(),
+        });
         let qps: Vec<u32> = self
             .qps
             .iter()
@@ -814,7 +869,7 @@ impl State {
         for p in pds {
             self.pds.remove(&p);
         }
-        // c's fds close here; the pages stay mapped (see memfd_page).
+        // c's fds close here; the memfd page stays mapped (see memfd_page).
     }
 
     pub fn alloc_pd(&mut self, ctx: u32) -> Res<u32> {
@@ -1703,10 +1758,10 @@ impl State {
             }
         }
         // Poll the memfd pages (poll mode, and secondaries in trap mode).
+        // Those of dead contexts too: what is stored there is discarded.
         let ctxs: Vec<(u32, [u64; 3])> = self
             .ctxs
             .iter()
-            .filter(|(_, c)| !c.dead)
             .map(|(h, c)| {
                 (
                     *h,
@@ -1730,6 +1785,25 @@ impl State {
                     did = true;
                 }
             }
+        }
+        // Closed contexts' memfd pages: whatever changed was a doorbell
+        // rung through a mapping that outlived its context.
+        let mut stale = 0;
+        for p in &mut self.closed_pages {
+            for (i, off) in [wire::DB_SQ, wire::DB_RQ, wire::DB_CQ]
+                .into_iter()
+                .enumerate()
+            {
+                let v = p.shm.read_u64(off);
+                if v != p.last[i] {
+                    p.last[i] = v;
+                    stale += 1;
+                }
+            }
+        }
+        if stale > 0 {
+            self.counters.discarded_doorbells += stale;
+            did = true;
         }
         did
     }

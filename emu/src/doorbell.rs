@@ -10,15 +10,18 @@
 //! * **Poll mode**: every context also has a memfd page (its `cmd_fd`); the
 //!   device thread samples its three 64-bit registers. DPDK secondaries map
 //!   this page themselves.
+//! * **Dead and closed contexts**: their pages are never handed to a new
+//!   context (see [`TrapPage`]); what is stored to them is discarded by the
+//!   device, as writes to the kernel's disassociated page are.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Once;
 
 pub const PAGE: usize = 4096;
-const MAX_PAGES: usize = 512;
+/// Trapped doorbell pages per process (one per context ever opened, see
+/// [`TrapPage`]).
+const MAX_PAGES: usize = 4096;
 const RING_SIZE: usize = 1 << 16;
 
 /// One trapped store (or a store to an unknown register offset).
@@ -125,28 +128,50 @@ impl DbRing {
     }
 }
 
+/// Per-page state the signal handler needs besides the address.
 struct PageSlot {
-    base: AtomicUsize,
     ring: AtomicPtr<DbRing>,
     wake_fd: AtomicI32,
-    /// Retired (its context closed): the page may be handed out again.
-    free: AtomicBool,
+    /// 0 while the page belongs to a live context (or was never used);
+    /// else when its context closed (a sequence number): such pages are
+    /// handed out again only once every slot has been used, oldest first.
+    closed_at: AtomicU64,
     /// Last value stored per 8-byte register, for trapped loads.
     shadow: [AtomicU64; PAGE / 8],
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY_SLOT: PageSlot = PageSlot {
-    base: AtomicUsize::new(0),
     ring: AtomicPtr::new(std::ptr::null_mut()),
-    wake_fd: AtomicI32::new(-1),
-    free: AtomicBool::new(false),
+    wake_fd: AtomicI32::new(0),
+    closed_at: AtomicU64::new(0),
     shadow: [const { AtomicU64::new(0) }; PAGE / 8],
 };
 
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_BASE: AtomicUsize = AtomicUsize::new(0);
+
+/// Page address of each slot, kept apart from the (page-sized) slots so the
+/// signal handler's search touches one compact array. 0 = unused.
+static BASES: [AtomicUsize; MAX_PAGES] = [NO_BASE; MAX_PAGES];
 static SLOTS: [PageSlot; MAX_PAGES] = [EMPTY_SLOT; MAX_PAGES];
+/// Slots handed out so far (the handler searches `BASES[..NEXT_SLOT]`).
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+static CLOSE_SEQ: AtomicU64 = AtomicU64::new(0);
 pub static TRAPPED: AtomicU64 = AtomicU64::new(0);
+
+/// The slot whose page contains `page`, searching the newest first (live
+/// contexts are usually the most recent ones).
+fn slot_of(page: usize) -> Option<usize> {
+    // Unused slots have base 0: never match the zero page.
+    if page == 0 {
+        return None;
+    }
+    let n = NEXT_SLOT.load(Ordering::Acquire).min(MAX_PAGES);
+    (0..n)
+        .rev()
+        .find(|&i| BASES[i].load(Ordering::Acquire) == page)
+}
 
 struct PrevAction(UnsafeCell<libc::sigaction>);
 // SAFETY: written once under `INSTALL` before any reader can exist.
@@ -176,6 +201,12 @@ pub fn install_handler() {
 }
 
 /// A trapped doorbell page (`PROT_NONE`), registered with the handler.
+///
+/// Every context gets a page of its own: the page of a closed context is
+/// not handed out again while unused slots remain (`MAX_PAGES` per
+/// process), so a store through a stale pointer to it is never taken for a
+/// doorbell of a newer context. Once all slots have been used, the pages of
+/// the contexts that closed longest ago are reused.
 pub struct TrapPage {
     pub slot: u32,
     pub addr: usize,
@@ -183,40 +214,13 @@ pub struct TrapPage {
 
 impl TrapPage {
     /// Maps a page, registers it, returns its address. Pages are never
-    /// unmapped (a late store from a driver thread must still be handled);
-    /// `retire` detaches them from the device instead.
+    /// unmapped (a late store from a driver thread must still be handled).
     pub fn new(ring: &'static DbRing, wake_fd: i32) -> std::io::Result<TrapPage> {
         install_handler();
-        // Reuse the page of a closed context if there is one (pages are
-        // never unmapped), else map a new one.
-        let reused = SLOTS.iter().position(|s| {
-            s.free
-                .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        });
-        let (idx, p) = match reused {
-            Some(i) => (i, SLOTS[i].base.load(Ordering::Acquire)),
-            None => {
-                let idx = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
-                if idx >= MAX_PAGES {
-                    return Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
-                }
-                // SAFETY: anonymous private mapping, no aliasing.
-                let p = unsafe {
-                    libc::mmap(
-                        std::ptr::null_mut(),
-                        PAGE,
-                        libc::PROT_NONE,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                        -1,
-                        0,
-                    )
-                };
-                if p == libc::MAP_FAILED {
-                    return Err(std::io::Error::last_os_error());
-                }
-                (idx, p as usize)
-            }
+        let (idx, p) = match Self::fresh()? {
+            Some(v) => v,
+            None => Self::oldest_closed()
+                .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?,
         };
         let s = &SLOTS[idx];
         for r in &s.shadow {
@@ -225,27 +229,79 @@ impl TrapPage {
         s.wake_fd.store(wake_fd, Ordering::Relaxed);
         s.ring
             .store(ring as *const DbRing as *mut DbRing, Ordering::Release);
-        s.base.store(p, Ordering::Release);
+        BASES[idx].store(p, Ordering::Release);
         Ok(TrapPage {
             slot: idx as u32,
             addr: p,
         })
     }
 
-    /// Detaches a closed context's page from the device and makes it
-    /// reusable; later stores to it are trapped and discarded.
-    pub fn release(&self) {
-        let s = &SLOTS[self.slot as usize];
-        s.ring.store(std::ptr::null_mut(), Ordering::Release);
-        s.free.store(true, Ordering::Release);
+    /// A never-used slot with a new page, if any is left.
+    fn fresh() -> std::io::Result<Option<(usize, usize)>> {
+        // Claim an index only if one is left, so NEXT_SLOT stays a bound.
+        let claimed = NEXT_SLOT.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < MAX_PAGES).then_some(n + 1)
+        });
+        let Ok(idx) = claimed else {
+            return Ok(None);
+        };
+        // SAFETY: anonymous private mapping, no aliasing.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            // The slot stays unused (base 0) for good.
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Some((idx, p as usize)))
     }
 
-    /// Stops delivering this page's stores to the device (they are still
-    /// trapped and silently discarded, like writes to a disassociated page).
-    pub fn retire(&self) {
+    /// Takes over the page of the context that closed longest ago.
+    fn oldest_closed() -> Option<(usize, usize)> {
+        loop {
+            let (idx, at) = (0..MAX_PAGES)
+                .map(|i| (i, SLOTS[i].closed_at.load(Ordering::Acquire)))
+                .filter(|&(_, at)| at != 0)
+                .min_by_key(|&(_, at)| at)?;
+            if SLOTS[idx]
+                .closed_at
+                .compare_exchange(at, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some((idx, BASES[idx].load(Ordering::Acquire)));
+            }
+        }
+    }
+
+    /// Its context closed. Stores to the page are still trapped and still
+    /// reach the owning device, which no longer maps the slot to a context
+    /// and counts them as discarded doorbells (the kernel's disassociated
+    /// page: writes land on a dummy page). The page becomes reusable, last
+    /// in line.
+    pub fn close(&self) {
+        let seq = CLOSE_SEQ.fetch_add(1, Ordering::Relaxed) + 1;
         SLOTS[self.slot as usize]
-            .ring
-            .store(std::ptr::null_mut(), Ordering::Release);
+            .closed_at
+            .store(seq, Ordering::Release);
+    }
+
+    /// Detaches the page from the device owning `ring` (the device is going
+    /// away, its wake fd with it), unless another device has taken the page
+    /// over since. Later stores are trapped and dropped without a trace.
+    pub fn detach(&self, ring: &'static DbRing) {
+        let _ = SLOTS[self.slot as usize].ring.compare_exchange(
+            ring as *const DbRing as *mut DbRing,
+            std::ptr::null_mut(),
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
     }
 }
 
@@ -466,15 +522,7 @@ extern "C" fn segv_handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *
     // SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
     let page = addr & !(PAGE - 1);
-    // Unused slots have base 0: never match the zero page.
-    let slot = if page == 0 {
-        None
-    } else {
-        SLOTS
-            .iter()
-            .position(|s| s.base.load(Ordering::Acquire) == page)
-    };
-    let Some(slot) = slot else {
+    let Some(slot) = slot_of(page) else {
         chain(sig, info, uctx);
         return;
     };
