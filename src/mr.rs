@@ -67,6 +67,18 @@ impl Cache {
         None
     }
 
+    /// The lkey covering `[addr, addr + len)`: cached, else registered with
+    /// the port (in the primary process) and cached.
+    #[inline(always)]
+    pub fn lkey(&mut self, port_id: u16, addr: usize, len: usize) -> Option<u32> {
+        if let Some(k) = self.lookup(addr, len) {
+            return Some(k);
+        }
+        let r = crate::queues::register_memory(port_id, addr, len)?;
+        self.insert(r);
+        Some(r.lkey)
+    }
+
     /// Forgets every entry (the registrations are gone with the device).
     pub fn clear(&mut self) {
         self.len = 0;

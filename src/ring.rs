@@ -58,34 +58,41 @@ impl WorkQueue {
     }
 
     /// Writes one WQE at the head: the 8-byte header, the inline OOB
-    /// (`oob.len()` is 8 or 24, so header + OOB fit in the first BU and never
-    /// wrap) and the SGL, which may wrap to the start of the ring. Advances
-    /// the head by `bu` and returns a pointer to the OOB for late patching.
-    /// The caller checked `free_bu() >= bu` and that `bu` covers the WQE.
+    /// (one or three words, so header + OOB fit in the first BU and never
+    /// wrap) and the SGL, which may wrap to the start of the ring (between
+    /// SGEs: both are 16-byte aligned). Advances the head by `bu` and returns
+    /// a pointer to the OOB for late patching. The caller checked
+    /// `free_bu() >= bu` and that `bu` covers the WQE.
     #[inline(always)]
-    pub fn post(&mut self, header: u64, oob: &[u8], sgl: &[gdma::Sge], bu: u32) -> *mut u8 {
-        debug_assert!(bu <= self.free_bu());
+    pub fn post(&mut self, header: u64, oob: &[u64], sgl: &[gdma::Sge], bu: u32) -> *mut u8 {
+        debug_assert!(bu <= self.free_bu() && matches!(oob.len(), 1 | 3));
         let off = self.head_offset();
-        let size = self.size as usize;
+        let mask = self.size as usize - 1;
         // SAFETY: `off` is 32-byte aligned inside the ring, and header + OOB
-        // take at most 32 bytes, so both writes stay within the ring.
+        // take at most 32 bytes, so these writes stay within the ring.
         let oob_ptr = unsafe {
             let p = self.buf.add(off);
-            ptr::write_unaligned(p as *mut u64, header.to_le());
-            ptr::copy_nonoverlapping(oob.as_ptr(), p.add(8), oob.len());
+            let w = p as *mut u64;
+            ptr::write_unaligned(w, header.to_le());
+            // Unrolled: a loop here becomes a memcpy call.
+            match *oob {
+                [a, b, c] => {
+                    ptr::write_unaligned(w.add(1), a.to_le());
+                    ptr::write_unaligned(w.add(2), b.to_le());
+                    ptr::write_unaligned(w.add(3), c.to_le());
+                }
+                [a, ..] => ptr::write_unaligned(w.add(1), a.to_le()),
+                [] => {}
+            }
             p.add(8)
         };
-        let sgl_bytes = std::mem::size_of_val(sgl);
-        let sgl_off = off + 8 + oob.len();
-        let first = sgl_bytes.min(size - sgl_off);
-        // SAFETY: the SGL is split at the ring end: `first` bytes fit before
-        // it, the rest (at most the WQE size, below the ring size) from the start.
-        unsafe {
-            let src = sgl.as_ptr() as *const u8;
-            ptr::copy_nonoverlapping(src, self.buf.add(sgl_off), first);
-            if first < sgl_bytes {
-                ptr::copy_nonoverlapping(src.add(first), self.buf, sgl_bytes - first);
-            }
+        let mut at = off + 8 + oob.len() * 8;
+        for sge in sgl {
+            at &= mask;
+            // SAFETY: `at` is a 16-byte aligned offset inside the ring (whose
+            // size is a multiple of 32), so the 16-byte SGE fits before its end.
+            unsafe { ptr::write_unaligned(self.buf.add(at) as *mut gdma::Sge, *sge) };
+            at += std::mem::size_of::<gdma::Sge>();
         }
         self.head = self.head.wrapping_add(bu);
         oob_ptr
@@ -231,7 +238,7 @@ mod tests {
         wq.head = 3; // offset 96: header + OOB fit, the 2 SGEs wrap
         wq.tail = 3;
         let sgl = [Sge::new(0x1000, 5, 60), Sge::new(0x2000, 5, 4)];
-        wq.post(0x1122_3344_5566_7788, &[0xAA; 8], &sgl, 2);
+        wq.post(0x1122_3344_5566_7788, &[0xAAAA_AAAA_AAAA_AAAA], &sgl, 2);
         assert_eq!(&ring[96..104], &0x1122_3344_5566_7788u64.to_le_bytes());
         assert_eq!(&ring[104..112], &[0xAA; 8]);
         assert_eq!(&ring[112..120], &0x1000u64.to_le_bytes());

@@ -242,33 +242,28 @@ impl RxState {
     fn refill(&mut self, want: u32) -> u32 {
         let mut posted = 0;
         let mut bufs: [*mut rte_mbuf; REFILL_BULK] = [ptr::null_mut(); REFILL_BULK];
-        while posted < want {
+        'fill: while posted < want {
             let n = (want - posted).min(REFILL_BULK as u32);
             // SAFETY: `bufs` has room for `n` pointers.
             if unsafe { ffi::mana_shim_pktmbuf_alloc_bulk(self.mp, bufs.as_mut_ptr(), n) } != 0 {
                 self.stats.nombuf.add(u64::from(want - posted));
                 break;
             }
-            for &m in &bufs[..n as usize] {
+            for (j, &m) in bufs[..n as usize].iter().enumerate() {
                 // SAFETY: freshly allocated, reset mbufs.
                 let addr = unsafe { (*m).buf_addr as usize } + ffi::RTE_PKTMBUF_HEADROOM as usize;
-                let lkey = match self.mr.lookup(addr, self.buf_len as usize) {
-                    Some(k) => k,
-                    None => match crate::queues::register_memory(
-                        self.port_id,
-                        addr,
-                        self.buf_len as usize,
-                    ) {
-                        Some(r) => {
-                            self.mr.insert(r);
-                            r.lkey
-                        }
-                        // Unreachable in practice: the pool was registered at start.
-                        None => 0,
-                    },
+                let Some(lkey) = self.mr.lkey(self.port_id, addr, self.buf_len as usize) else {
+                    // The pool was registered at start; a buffer outside it
+                    // cannot be posted. Give the rest back and try later.
+                    let rest = &mut bufs[j..n as usize];
+                    // SAFETY: these mbufs were allocated above and not posted.
+                    unsafe { ffi::rte_pktmbuf_free_bulk(rest.as_mut_ptr(), rest.len() as u32) };
+                    self.stats.nombuf.add(u64::from(want - posted) - j as u64);
+                    posted += j as u32;
+                    break 'fill;
                 };
                 let sge = [Sge::new(addr as u64, lkey, self.buf_len)];
-                self.rq.post(RX_HEADER, &[0u8; 8], &sge, 1);
+                self.rq.post(RX_HEADER, &[0], &sge, 1);
                 // SAFETY: the index is masked.
                 unsafe { *self.desc.add((self.desc_head & self.desc_mask) as usize) = m };
                 self.desc_head = self.desc_head.wrapping_add(1);

@@ -322,18 +322,6 @@ impl TxState {
         completed
     }
 
-    #[inline(always)]
-    fn lkey(&mut self, addr: usize, len: usize) -> Option<u32> {
-        match self.mr.lookup(addr, len) {
-            Some(k) => Some(k),
-            None => {
-                let r = crate::queues::register_memory(self.port_id, addr, len)?;
-                self.mr.insert(r);
-                Some(r.lkey)
-            }
-        }
-    }
-
     fn drop_packet(&mut self, m: *mut rte_mbuf, why: DropReason) {
         self.stats.drops[why as usize].add(1);
         self.stats.errors.add(1);
@@ -381,23 +369,23 @@ impl TxState {
                     (*m).__bindgen_anon_3.tx_offload,
                 )
             };
-            let long = self.long_vp.is_some() || ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
-            let oob_len = if long {
-                gdma::INLINE_OOB_LARGE_SIZE
-            } else {
-                gdma::INLINE_OOB_SMALL_SIZE
-            };
-            let tso = match tso.then(|| Tso::of(m, ol, tx_offload)) {
-                None | Some(Ok(None)) => None,
-                Some(Ok(t)) => t,
-                Some(Err(())) => {
-                    self.drop_packet(m, DropReason::BadTso);
-                    i += 1;
-                    continue;
+            let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
+            let long = self.long_vp.is_some() || vlan;
+            let oob_words = if long { 3 } else { 1 };
+            let tso = if tso {
+                match Tso::of(m, ol, tx_offload) {
+                    Ok(t) => t,
+                    Err(()) => {
+                        self.drop_packet(m, DropReason::BadTso);
+                        i += 1;
+                        continue;
+                    }
                 }
+            } else {
+                None
             };
             let num_sge = nb_segs + tso.map_or(0, |t| u32::from(t.split));
-            let bu = gdma::wqe_size_bu(oob_len, num_sge as usize);
+            let bu = gdma::wqe_size_bu(oob_words * 8, num_sge as usize);
             if self.sq.free_bu() < bu {
                 break;
             }
@@ -407,49 +395,51 @@ impl TxState {
                 continue;
             };
             let suppressed = i + 1 < n;
-            let mut oob = tx_oob(self.oob_template, ol, tx_offload, suppressed, long);
-            let mut header = WqeHeader::new()
-                .with_num_sge(num_sge as u8)
-                .with_inline_oob_size_div4((oob_len / 4) as u8);
-            // An inserted VLAN tag is on the wire too.
-            let tag = if ol & ffi::RTE_MBUF_F_TX_VLAN != 0 {
-                4
+            let mut oob = [
+                tx_oob(self.oob_template, ol, tx_offload, suppressed, long),
+                0,
+                0,
+            ];
+            let base = if long {
+                bits::HDR_LONG
             } else {
-                0
+                bits::HDR_SHORT
             };
+            let mut header = base | (u64::from(num_sge) * bits::HDR_NUM_SGE_ONE);
+            // An inserted VLAN tag is on the wire too.
+            let tag = if vlan { 4 } else { 0 };
             let (mut wire_packets, mut wire_bytes) = (1u32, pkt_len + tag);
             if let Some(t) = tso {
                 // As the kernel driver sends GSO: headers in SGE 0 (their
                 // length in last_vbytes), MSS in client_data_unit.
-                header = header
+                header = WqeHeader::from_raw(header)
                     .with_client_oob_in_sgl(true)
                     .with_last_vbytes(t.hdr_len)
-                    .with_client_data_unit(t.mss);
-                oob = oob
+                    .with_client_data_unit(t.mss)
+                    .to_raw();
+                oob[0] = TxShortOob::from_raw(oob[0])
                     .with_comp_iphdr_csum(true)
                     .with_comp_tcp_csum(true)
-                    .with_trans_off(t.trans_off);
+                    .with_trans_off(t.trans_off)
+                    .to_raw();
                 (wire_packets, wire_bytes) = t.wire(pkt_len);
                 wire_bytes += tag * wire_packets;
             }
-            let mut oob_bytes = [0u8; gdma::INLINE_OOB_LARGE_SIZE];
-            oob_bytes[..8].copy_from_slice(&oob.into_bits().get().to_le_bytes());
             if long {
                 let mut l = TxLongOob::new();
-                if ol & ffi::RTE_MBUF_F_TX_VLAN != 0 {
+                if vlan {
                     l = l.with_vlan_tci(vlan_tci);
                 }
                 if let Some(vp) = self.long_vp {
                     l = l.with_long_vp_offset(vp);
                 }
-                oob_bytes[8..24].copy_from_slice(&l.into_bits().get().to_le_bytes());
+                let l = l.into_bits().get();
+                oob[1] = l as u64;
+                oob[2] = (l >> 64) as u64;
             }
-            last_oob = self.sq.post(
-                header.into_bits().get(),
-                &oob_bytes[..oob_len],
-                &sgl[..num_sge as usize],
-                bu,
-            );
+            last_oob = self
+                .sq
+                .post(header, &oob[..oob_words], &sgl[..num_sge as usize], bu);
             last_suppressed = suppressed;
             // SAFETY: the index is masked into the ring.
             unsafe {
@@ -511,7 +501,7 @@ impl TxState {
                     (*seg).next,
                 )
             };
-            let lkey = self.lkey(addr, len as usize)?;
+            let lkey = self.mr.lkey(self.port_id, addr, len as usize)?;
             match tso {
                 Some(t) if j == 0 && t.split => {
                     let h = u32::from(t.hdr_len);
@@ -590,29 +580,61 @@ impl Tso {
     }
 }
 
-/// The short OOB for one packet.
+/// Packet-dependent bits of the TX short OOB and the WQE header, taken once
+/// from the typed definitions so the hot path only ORs constants.
+mod bits {
+    use gdma::{TxShortOob as O, WqeHeader as H};
+
+    const fn o(x: O) -> u64 {
+        x.to_raw()
+    }
+    pub const LONG: u64 = o(O::new().with_pkt_fmt(1));
+    pub const IPV4: u64 = o(O::new().with_is_outer_ipv4(true));
+    pub const IPV6: u64 = o(O::new().with_is_outer_ipv6(true));
+    pub const IP_CSUM: u64 = o(O::new().with_comp_iphdr_csum(true));
+    pub const TCP_CSUM: u64 = o(O::new().with_comp_tcp_csum(true));
+    pub const UDP_CSUM: u64 = o(O::new().with_comp_udp_csum(true));
+    pub const SUPPRESS: u64 = o(O::new().with_suppress_txcqe_gen(true));
+    /// `trans_off = 1`; a multiple of it sets the 10-bit field.
+    pub const TRANS_OFF_ONE: u64 = o(O::new().with_trans_off(1));
+    pub const HDR_SHORT: u64 = H::new()
+        .with_inline_oob_size_div4((gdma::INLINE_OOB_SMALL_SIZE / 4) as u8)
+        .to_raw();
+    pub const HDR_LONG: u64 = H::new()
+        .with_inline_oob_size_div4((gdma::INLINE_OOB_LARGE_SIZE / 4) as u8)
+        .to_raw();
+    /// `num_sge = 1`; a multiple of it sets the 8-bit field.
+    pub const HDR_NUM_SGE_ONE: u64 = H::new().with_num_sge(1).to_raw();
+
+    /// `b` if `on`, else 0, without a branch.
+    #[inline(always)]
+    pub const fn when(on: bool, b: u64) -> u64 {
+        b & (on as u64).wrapping_neg()
+    }
+}
+
+/// The short OOB for one packet, as its raw value.
 #[inline(always)]
-fn tx_oob(
-    template: TxShortOob,
-    ol: u64,
-    tx_offload: u64,
-    suppressed: bool,
-    long: bool,
-) -> TxShortOob {
-    let l4 = ol & ffi::RTE_MBUF_F_TX_L4_MASK;
-    let tcp = l4 == ffi::RTE_MBUF_F_TX_TCP_CKSUM;
-    let mut o = template
-        .with_pkt_fmt(long as u8)
-        .with_is_outer_ipv4(ol & ffi::RTE_MBUF_F_TX_IPV4 != 0)
-        .with_is_outer_ipv6(ol & ffi::RTE_MBUF_F_TX_IPV6 != 0)
-        .with_comp_iphdr_csum(ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0)
-        .with_comp_tcp_csum(tcp)
-        .with_comp_udp_csum(l4 == ffi::RTE_MBUF_F_TX_UDP_CKSUM)
-        .with_suppress_txcqe_gen(suppressed);
-    if tcp {
-        // l2_len is bits 0-6 of tx_offload, l3_len bits 7-15.
-        let off = (tx_offload & 0x7f) + ((tx_offload >> 7) & 0x1ff);
-        o = o.with_trans_off(off.min(0x3ff) as u16);
+fn tx_oob(template: TxShortOob, ol: u64, tx_offload: u64, suppressed: bool, long: bool) -> u64 {
+    use bits::when;
+    const OFFLOADS: u64 = ffi::RTE_MBUF_F_TX_L4_MASK
+        | ffi::RTE_MBUF_F_TX_IP_CKSUM
+        | ffi::RTE_MBUF_F_TX_IPV4
+        | ffi::RTE_MBUF_F_TX_IPV6;
+    let mut o = template.to_raw() | when(long, bits::LONG) | when(suppressed, bits::SUPPRESS);
+    if ol & OFFLOADS != 0 {
+        let l4 = ol & ffi::RTE_MBUF_F_TX_L4_MASK;
+        let tcp = l4 == ffi::RTE_MBUF_F_TX_TCP_CKSUM;
+        o |= when(ol & ffi::RTE_MBUF_F_TX_IPV4 != 0, bits::IPV4)
+            | when(ol & ffi::RTE_MBUF_F_TX_IPV6 != 0, bits::IPV6)
+            | when(ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0, bits::IP_CSUM)
+            | when(tcp, bits::TCP_CSUM)
+            | when(l4 == ffi::RTE_MBUF_F_TX_UDP_CKSUM, bits::UDP_CSUM);
+        if tcp {
+            // l2_len is bits 0-6 of tx_offload, l3_len bits 7-15.
+            let off = (tx_offload & 0x7f) + ((tx_offload >> 7) & 0x1ff);
+            o |= off.min(0x3ff) * bits::TRANS_OFF_ONE;
+        }
     }
     o
 }
@@ -827,7 +849,7 @@ mod tests {
         let ol =
             ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_IP_CKSUM | ffi::RTE_MBUF_F_TX_TCP_CKSUM;
         let tx_offload = 14 | (20 << 7);
-        let o = tx_oob(t, ol, tx_offload, true, false);
+        let o = TxShortOob::from_raw(tx_oob(t, ol, tx_offload, true, false));
         assert!(o.is_outer_ipv4() && o.comp_iphdr_csum() && o.comp_tcp_csum());
         assert!(!o.comp_udp_csum() && !o.is_outer_ipv6());
         assert!(o.suppress_txcqe_gen());
@@ -856,9 +878,55 @@ mod tests {
     #[test]
     fn udp_checksum_offload_leaves_the_transport_offset_zero() {
         let ol = ffi::RTE_MBUF_F_TX_IPV6 | ffi::RTE_MBUF_F_TX_UDP_CKSUM;
-        let o = tx_oob(TxShortOob::new(), ol, 14 | (40 << 7), false, true);
+        let o = TxShortOob::from_raw(tx_oob(TxShortOob::new(), ol, 14 | (40 << 7), false, true));
         assert!(o.is_outer_ipv6() && o.comp_udp_csum());
         assert_eq!(o.trans_off(), 0, "the kernel sets it for TCP only");
         assert_eq!(o.pkt_fmt(), 1);
+    }
+
+    /// The constant-OR encoding equals setting each field through the typed
+    /// definition, for every flag combination the OOB depends on.
+    #[test]
+    fn the_precomputed_oob_bits_match_the_typed_setters() {
+        let flags = [
+            ffi::RTE_MBUF_F_TX_IPV4,
+            ffi::RTE_MBUF_F_TX_IPV6,
+            ffi::RTE_MBUF_F_TX_IP_CKSUM,
+            ffi::RTE_MBUF_F_TX_TCP_CKSUM,
+            ffi::RTE_MBUF_F_TX_UDP_CKSUM,
+            ffi::RTE_MBUF_F_TX_VLAN,
+        ];
+        let t = TxShortOob::for_queue(0xab_cdef, 0x12_3456, 0x7f).unwrap();
+        for mask in 0..1u32 << flags.len() {
+            let ol = (0..flags.len())
+                .filter(|b| mask & (1 << b) != 0)
+                .fold(0, |a, b| a | flags[b]);
+            for (suppressed, long) in [(false, false), (true, false), (false, true), (true, true)] {
+                for tx_offload in [14 | (20 << 7), 0x7f | (0x1ff << 7)] {
+                    let l4 = ol & ffi::RTE_MBUF_F_TX_L4_MASK;
+                    let tcp = l4 == ffi::RTE_MBUF_F_TX_TCP_CKSUM;
+                    let off = (tx_offload & 0x7f) + ((tx_offload >> 7) & 0x1ff);
+                    let want = t
+                        .with_pkt_fmt(long as u8)
+                        .with_is_outer_ipv4(ol & ffi::RTE_MBUF_F_TX_IPV4 != 0)
+                        .with_is_outer_ipv6(ol & ffi::RTE_MBUF_F_TX_IPV6 != 0)
+                        .with_comp_iphdr_csum(ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0)
+                        .with_comp_tcp_csum(tcp)
+                        .with_comp_udp_csum(l4 == ffi::RTE_MBUF_F_TX_UDP_CKSUM)
+                        .with_suppress_txcqe_gen(suppressed)
+                        .with_trans_off(if tcp { off.min(0x3ff) as u16 } else { 0 });
+                    let got = tx_oob(t, ol, tx_offload, suppressed, long);
+                    assert_eq!(got, want.to_raw(), "ol {ol:#x} s {suppressed} l {long}");
+                }
+            }
+        }
+        for n in 0..=gdma::MAX_TX_WQE_SGES as u8 {
+            for (base, div4) in [(bits::HDR_SHORT, 2), (bits::HDR_LONG, 6)] {
+                let want = WqeHeader::new()
+                    .with_num_sge(n)
+                    .with_inline_oob_size_div4(div4);
+                assert_eq!(base | (u64::from(n) * bits::HDR_NUM_SGE_ONE), want.to_raw());
+            }
+        }
     }
 }

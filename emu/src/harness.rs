@@ -509,7 +509,12 @@ impl Testpmd {
         stdin.flush().map_err(|e| e.to_string())?;
         // Event callbacks print from another thread, possibly in the middle
         // of the prompt; the command's output is read without them.
-        self.wait_until(from, "testpmd> \r\n", Duration::from_secs(60), without_events)
+        self.wait_until(
+            from,
+            "testpmd> \r\n",
+            Duration::from_secs(60),
+            without_events,
+        )
     }
 
     pub fn port_stats(&mut self, port: u16) -> Result<PortStats, String> {
