@@ -26,6 +26,8 @@ const PAGE: usize = gdma::DOORBELL_PAGE_SIZE;
 const DOORBELL_FD: u32 = 1;
 const REGISTER: u32 = 2;
 const REMAP: u32 = 3;
+/// Which `<device>_portN` ports the primary drives: a bitmask of N in `len`.
+const PORTS: u32 = 4;
 
 /// The IPC parameter block (both directions).
 #[derive(Clone, Copy, Default)]
@@ -38,6 +40,45 @@ struct Param {
     len: u64,
     region: [u64; 2],
     lkey: u32,
+    /// The PCI device name (NUL-terminated), for PORTS.
+    device: DeviceName,
+}
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct DeviceName([u8; ffi::RTE_DEV_NAME_MAX_LEN as usize]);
+
+impl Default for DeviceName {
+    fn default() -> Self {
+        Self([0; ffi::RTE_DEV_NAME_MAX_LEN as usize])
+    }
+}
+
+impl DeviceName {
+    fn new(name: &str) -> Self {
+        let mut d = Self::default();
+        let n = name.len().min(d.0.len() - 1);
+        d.0[..n].copy_from_slice(&name.as_bytes()[..n]);
+        d
+    }
+
+    fn as_str(&self) -> &str {
+        let end = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
+        std::str::from_utf8(&self.0[..end]).unwrap_or("")
+    }
+}
+
+/// The name of a device's port for its IB port `ib_port` (1-based).
+pub fn port_name(device: &str, ib_port: u32) -> String {
+    format!("{device}_port{ib_port}")
+}
+
+/// The port id of `name` among this process's ports.
+fn port_by_name(name: &str) -> Option<u16> {
+    let cname = std::ffi::CString::new(name).ok()?;
+    let mut id = 0u16;
+    // SAFETY: a NUL-terminated name and a place for the id.
+    (unsafe { ffi::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut id) } == 0).then_some(id)
 }
 
 /// This process's doorbell page of each port (its own mapping).
@@ -155,6 +196,16 @@ unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_v
     let mut out = p;
     let mut reply = msg(&out);
     match (p.kind, primary_port(p.port_id)) {
+        (PORTS, _) => {
+            let device = p.device.as_str();
+            out.len = (1..=crate::devargs::MAX_MACS as u32)
+                .filter(|&ib| {
+                    port_by_name(&port_name(device, ib))
+                        .and_then(primary_port)
+                        .is_some()
+                })
+                .fold(0, |mask, ib| mask | 1 << ib);
+        }
         (DOORBELL_FD, Some(port)) => {
             let ctx = port.ctx.load(Ordering::Acquire);
             if ctx.is_null() {
@@ -279,16 +330,22 @@ pub fn register_remote(port_id: u16, addr: usize, len: usize) -> Option<Region> 
 pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| register_action(secondary_handler));
+    // A secondary starts with no valid port, so it cannot look the
+    // primary's ports up itself: ask which exist.
+    let mut req = msg(&Param {
+        kind: PORTS,
+        device: DeviceName::new(name),
+        ..Param::default()
+    });
+    let ports = request(&mut req)
+        .first()
+        .and_then(param)
+        .map_or(0, |p| p.len);
     let mut attached = 0;
-    for ib_port in 1..=crate::devargs::MAX_MACS {
-        let port_name = format!("{name}_port{ib_port}");
+    for ib_port in (1..=crate::devargs::MAX_MACS as u32).filter(|&ib| ports & 1 << ib != 0) {
+        let port_name = port_name(name, ib_port);
         let cname = std::ffi::CString::new(port_name.clone()).expect("no NUL in a device name");
-        let mut id = 0u16;
-        // SAFETY: looks the name up in the shared port data.
-        if unsafe { ffi::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut id) } != 0 {
-            continue;
-        }
-        // SAFETY: as above; the port exists in the primary.
+        // SAFETY: the primary drives a port of this name.
         let dev = unsafe { ffi::rte_eth_dev_attach_secondary(cname.as_ptr()) };
         if dev.is_null() {
             continue;
@@ -356,6 +413,7 @@ mod tests {
             len: 4096,
             region: [1, 2],
             lkey: 0xabcd,
+            device: DeviceName::new("7870:00:00.0"),
         };
         let m = msg(&p);
         assert_eq!(unsafe { CStr::from_ptr(m.name.as_ptr()) }, MP_NAME);
@@ -363,6 +421,12 @@ mod tests {
         assert_eq!(
             (q.kind, q.port_id, q.result, q.addr, q.len, q.region, q.lkey),
             (REGISTER, 7, -12, 0x1234_5000, 4096, [1, 2], 0xabcd)
+        );
+        assert_eq!(q.device.as_str(), "7870:00:00.0");
+        let long = "x".repeat(200);
+        assert_eq!(
+            DeviceName::new(&long).as_str().len(),
+            DeviceName::default().0.len() - 1
         );
         let mut short = m;
         short.len_param = 8;

@@ -164,7 +164,7 @@ fn probe_ports(
             continue;
         }
         let spec = port::PortSpec {
-            name: format!("{name}_port{ib_port}"),
+            name: crate::mp::port_name(&name, ib_port),
             pci,
             ib_index: index,
             ib: ib.clone(),

@@ -6,13 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn pmd() -> PathBuf {
-    // target/<profile>/deps/<test> -> target/<profile>/librte_net_mana.so
+    // Next to the test: `cargo test` refreshes deps/, not target/<profile>/.
     let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("librte_net_mana.so")
+    exe.with_file_name("librte_net_mana.so")
 }
 
 /// A fake PCI device directory as EAL's scan reads it.

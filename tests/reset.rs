@@ -16,11 +16,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn pmd() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("librte_net_mana.so")
+    exe.with_file_name("librte_net_mana.so")
 }
 
 /// Two ports wired to each other; resets keep the device away `down_ms`.

@@ -132,7 +132,7 @@ fn run(
         .args(["--no-huge", "-m", "512", "-l", "0", "--iova-mode=va"])
         .args(["--file-prefix", &format!("vfh-{name}")])
         .arg("-d")
-        .arg(profile_dir().join("librte_net_mana.so"))
+        .arg(profile_dir().join("deps/librte_net_mana.so"))
         .args(["-a", PCI])
         .env("LD_PRELOAD", emu_lib_path().unwrap())
         .env("MANA_EMU_CONFIG", &env.config_path)
@@ -332,7 +332,7 @@ fn a_secondary_process_forwards_through_the_primarys_port_across_resets() {
                 prefix,
             ])
             .arg("-d")
-            .arg(profile_dir().join("librte_net_mana.so"))
+            .arg(profile_dir().join("deps/librte_net_mana.so"))
             .args(["-a", PCI])
             .env("LD_PRELOAD", emu_lib_path().unwrap())
             .env("MANA_EMU_CONFIG", &env.config_path)

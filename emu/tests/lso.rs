@@ -536,7 +536,7 @@ fn lso_wrong_prefill_gives_a_wrong_checksum_on_the_wire() {
 fn testpmd_tso_through_the_rust_pmd() {
     use mana_emu::harness::{target_profile_dir, testpmd_available, EmuEnv, Testpmd};
     use std::time::Duration;
-    let pmd = target_profile_dir().join("librte_net_mana.so");
+    let pmd = target_profile_dir().join("deps/librte_net_mana.so");
     if !testpmd_available() || !pmd.exists() {
         eprintln!("dpdk-testpmd or {} missing: skipping", pmd.display());
         return;

@@ -239,7 +239,7 @@ fn the_mtu_survives_a_service_reset() {
 /// MTU changes and its TX MTU drops follow.
 #[test]
 fn testpmd_port_config_mtu_through_the_rust_pmd() {
-    let pmd = target_profile_dir().join("librte_net_mana.so");
+    let pmd = target_profile_dir().join("deps/librte_net_mana.so");
     if !testpmd_available() || !pmd.exists() {
         eprintln!(
             "dpdk-testpmd or {} missing (cargo build): skipping",

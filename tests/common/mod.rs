@@ -27,14 +27,11 @@ pub const DEFAULT_RSS_KEY: [u8; 40] = [
     0x06, 0x3c, 0x25, 0xf3, 0xfc, 0x1f, 0xdc, 0x2a,
 ];
 
-/// Our plugin: `target/<profile>/librte_net_mana.so`, next to `deps/`.
+/// Our plugin as `cargo test` builds it: next to the test, in `deps/`
+/// (the copy in `target/<profile>/` is refreshed only by `cargo build`).
 pub fn pmd() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("librte_net_mana.so")
+    exe.with_file_name("librte_net_mana.so")
 }
 
 /// Skips (with a message) when testpmd is not installed.
