@@ -18,7 +18,8 @@
  *                  waits until the device has transmitted everything the
  *                  port posted, so the next burst reaps exactly the
  *                  previous burst's completions and never meets a full
- *                  ring (a NIC that keeps up);
+ *                  ring (a NIC that keeps up). When the budget is reached,
+ *                  one empty burst per queue reaps the last completions;
  *   (plain call)   bursts with packets once `BENCH_BUDGET` packets per
  *                  port and direction have been counted, and every call on
  *                  the main lcore.
@@ -76,7 +77,7 @@ struct port {
 	uint64_t rx_idle_calls, rx_idle_pkts;
 	uint64_t rx_over_calls, rx_over_pkts;
 	uint64_t tx_busy_calls, tx_busy_pkts, tx_over_calls, tx_over_pkts;
-	uint64_t tx_partial;
+	uint64_t tx_partial, tx_drain_calls;
 	uint64_t tx_timeouts, db_timeouts, rq_unmapped;
 };
 
@@ -377,10 +378,26 @@ static uint16_t tx_wrap(void *q, struct rte_mbuf **pkts, uint16_t n)
 	if (r == 0)
 		return 0;
 	/* Pace: wait until the device has sent everything posted. */
-	for (double t0 = now_s(); now_s() - t0 < 5.0; nap())
+	for (double t0 = now_s(); ; nap()) {
 		if (refresh() == 0 && pp->dev_tx >= pp->tx_base + pp->tx_posted)
-			return r;
-	pp->tx_timeouts++;
+			break;
+		if (now_s() - t0 > 5.0) {
+			pp->tx_timeouts++;
+			break;
+		}
+	}
+	if (pp->tx_busy_pkts >= budget) {
+		/* Budget reached: one empty burst per queue reaps the last
+		 * completions, so the counted bursts free every packet they
+		 * posted (an empty burst is a valid call: it only reaps). */
+		struct rte_mbuf *none[1];
+
+		for (int i = 0; i < pp->ntxq; i++) {
+			bench_tx_busy(pp->tx, pp->txq[i], none, 0);
+			pp->tx_busy_calls++;
+			pp->tx_drain_calls++;
+		}
+	}
 	return r;
 }
 
@@ -463,6 +480,7 @@ __attribute__((destructor)) static void fini(void)
 			"\"rx_idle_calls\":%lu,\"rx_idle_pkts\":%lu,"
 			"\"rx_over_calls\":%lu,\"rx_over_pkts\":%lu,"
 			"\"tx_busy_calls\":%lu,\"tx_busy_pkts\":%lu,\"tx_partial\":%lu,"
+			"\"tx_drain_calls\":%lu,"
 			"\"tx_over_calls\":%lu,\"tx_over_pkts\":%lu,"
 			"\"tx_timeouts\":%lu,\"db_timeouts\":%lu,\"rq_unmapped\":%lu}",
 			first ? "" : ",", p, pp->mac, pp->nrxq, pp->ntxq,
@@ -471,6 +489,7 @@ __attribute__((destructor)) static void fini(void)
 			(unsigned long)pp->rx_idle_pkts, (unsigned long)pp->rx_over_calls,
 			(unsigned long)pp->rx_over_pkts, (unsigned long)pp->tx_busy_calls,
 			(unsigned long)pp->tx_busy_pkts, (unsigned long)pp->tx_partial,
+			(unsigned long)pp->tx_drain_calls,
 			(unsigned long)pp->tx_over_calls, (unsigned long)pp->tx_over_pkts,
 			(unsigned long)pp->tx_timeouts, (unsigned long)pp->db_timeouts,
 			(unsigned long)pp->rq_unmapped);

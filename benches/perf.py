@@ -17,6 +17,7 @@ Two parts, both drivers in one invocation:
 """
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -522,7 +523,7 @@ def short_path(p):
 
 def callgrind_run(driver, mode, size, nq, budget, rxd, doorbell="poll"):
     name = f"{driver}-{mode}-{size}-{nq}q"
-    out = OUT / "callgrind" / name
+    out = RUN / "callgrind" / name
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     if mode == "txonly":
@@ -737,6 +738,7 @@ def render(results):
     L.append(f"Command: `{results['command']}` ({results['date']}, {results['elapsed_min']:.1f} min)")
     L.append("")
     L.append(f"Driver revision: `{m['revision']}`{' with uncommitted changes to src/, gdma/ or the build' if m['dirty'] else ''}; "
+             f"plugin sha256 `{results['binaries'].get('librte_net_mana.so', '?')}`; "
              "C driver: DPDK's drivers/net/mana of the installed version, "
              "built by tests/upstream/build-c-driver.sh.")
     L.append("")
@@ -867,6 +869,38 @@ def update_doc(doc, table, breakdown):
     doc.write_text(text)
 
 
+RUN = OUT  # this invocation's directory (set by snapshot())
+
+
+def snapshot():
+    """Copies every binary the benchmark loads into a private directory of
+    this invocation, so that a rebuild of target/ while it runs (cargo, a
+    concurrent run.sh) cannot change what is measured half-way."""
+    global RUN, EMU_LIB, EMU_CLI, PACE_LIB
+    runs = OUT / "runs"
+    if runs.is_dir():  # keep the last few invocations' outputs
+        for old in sorted(runs.iterdir())[:-4]:
+            shutil.rmtree(old, ignore_errors=True)
+    RUN = runs / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    lib = RUN / "lib"
+    lib.mkdir(parents=True)
+    for d in (RUN.parent, RUN, lib):
+        os.chmod(d, 0o755)  # EAL refuses -d plugins from world-writable dirs
+
+    def cp(src):
+        dst = lib / Path(src).name
+        shutil.copy2(src, dst)
+        return dst
+    EMU_LIB, EMU_CLI, PACE_LIB = cp(EMU_LIB), cp(EMU_CLI), cp(PACE_LIB)
+    sums = {}
+    for d in DRIVERS.values():
+        d["plugin"] = cp(d["plugin"])
+        d["preload"] = [cp(p) for p in d["preload"]]
+    for f in sorted(lib.iterdir()):
+        sums[f.name] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+    return sums
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--budget", type=int, default=2048,
@@ -890,10 +924,12 @@ def main():
             sys.exit(f"perf.py: {p} missing: run benches/run.sh")
     t_start = time.monotonic()
     OUT.mkdir(parents=True, exist_ok=True)
+    machine_info = machine()
+    sums = snapshot()
     drivers = a.drivers.split(",")
     results = {
         "command": a.command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": machine(), "budget": a.budget,
+        "machine": machine_info, "binaries": sums, "run_dir": str(RUN), "budget": a.budget,
         "sizes": [int(s) for s in a.sizes.split(",")],
         "queues": [int(q) for q in a.queues.split(",")],
         "callgrind": {}, "breakdown_rows": ["io-64-1q"],
@@ -937,16 +973,17 @@ def main():
             "median_cycles_c": med([p["c"]["cycles_per_packet"] for p in pairs]),
         }
     results["elapsed_min"] = (time.monotonic() - t_start) / 60
-    (OUT / "results.json").write_text(json.dumps(results, indent=1, default=str))
     table = render(results)
     bd = render_breakdown(results)
-    (OUT / "results.md").write_text(table + "\n" + bd)
+    for d in (RUN, OUT):
+        (d / "results.json").write_text(json.dumps(results, indent=1, default=str))
+        (d / "results.md").write_text(table + "\n" + bd)
     print(table)
     print(bd)
     if a.update_doc:
         update_doc(REPO / "doc" / "performance.md", table, bd)
         log("doc/performance.md updated")
-    log(f"results: {OUT / 'results.md'}, {OUT / 'results.json'}")
+    log(f"results: {OUT / 'results.md'}, {OUT / 'results.json'} (and {RUN})")
 
 
 if __name__ == "__main__":
