@@ -299,10 +299,12 @@ unsafe extern "C" fn rx_queue_setup(
             let buf = room.saturating_sub(ffi::RTE_PKTMBUF_HEADROOM);
             let frame = u32::from(d.mtu) + L2_OVERHEAD;
             if buf < frame {
-                return Err((libc::EINVAL, format!(
-                "mbufs hold {buf} bytes but MTU {} frames need {frame}; MANA receives each packet into one buffer (no scatter): use a larger mbuf data room",
-                d.mtu
-            )));
+                let why = format!(
+                    "mbufs hold {buf} bytes but MTU {} frames need {frame}; MANA receives \
+                     each packet into one buffer (no scatter): use a larger mbuf data room",
+                    d.mtu
+                );
+                return Err((libc::EINVAL, why));
             }
             let offloads = conf.offloads | d.dev_conf.rxmode.offloads;
             RxQueue::alloc(d.port_id, qid, nb_desc, socket as c_int, conf, mp, offloads)

@@ -136,6 +136,44 @@ unsafe extern "C" fn verbs_free(ptr: *mut c_void, _socket: *mut c_void) {
     unsafe { ffi::rte_free(ptr) };
 }
 
+/// Zeroed memory on `socket` for a queue `Q` and its `n` descriptors `D`:
+/// both or neither.
+pub fn alloc_queue_mem<Q, D>(
+    name: &std::ffi::CStr,
+    n: u16,
+    socket: c_int,
+) -> Option<(*mut Q, *mut D)> {
+    // SAFETY: plain allocations; both results are checked.
+    unsafe {
+        let q = ffi::rte_zmalloc_socket(name.as_ptr(), std::mem::size_of::<Q>(), 64, socket);
+        let d = ffi::rte_zmalloc_socket(
+            name.as_ptr(),
+            std::mem::size_of::<D>() * usize::from(n),
+            64,
+            socket,
+        );
+        if q.is_null() || d.is_null() {
+            ffi::rte_free(q);
+            ffi::rte_free(d);
+            return None;
+        }
+        Some((q as *mut Q, d as *mut D))
+    }
+}
+
+/// Drops and frees what [`alloc_queue_mem`] gave.
+///
+/// # Safety
+/// `q` holds an initialised `Q`; neither is used afterwards.
+pub unsafe fn free_queue_mem<Q, D>(q: *mut Q, desc: *mut D) {
+    // SAFETY: per the contract.
+    unsafe {
+        std::ptr::drop_in_place(q);
+        ffi::rte_free(desc as *mut c_void);
+        ffi::rte_free(q as *mut c_void);
+    }
+}
+
 pub fn allocators(socket: c_int) -> ffi::manadv_ctx_allocators {
     ffi::manadv_ctx_allocators {
         alloc: Some(verbs_alloc),

@@ -104,25 +104,10 @@ impl RxQueue {
         offloads: u64,
     ) -> Option<*mut RxQueue> {
         debug_assert!(nb_desc.is_power_of_two());
-        // SAFETY: allocation calls and a pool query; results checked.
+        let (q, desc) =
+            crate::queues::alloc_queue_mem::<RxQueue, *mut rte_mbuf>(c"mana_rxq", nb_desc, socket)?;
+        // SAFETY: fresh memory for one queue and nb_desc descriptors, and a pool query.
         unsafe {
-            let q = ffi::rte_zmalloc_socket(
-                c"mana_rxq".as_ptr(),
-                std::mem::size_of::<RxQueue>(),
-                64,
-                socket,
-            ) as *mut RxQueue;
-            let desc = ffi::rte_zmalloc_socket(
-                c"mana_rxq_desc".as_ptr(),
-                std::mem::size_of::<*mut rte_mbuf>() * usize::from(nb_desc),
-                64,
-                socket,
-            ) as *mut *mut rte_mbuf;
-            if q.is_null() || desc.is_null() {
-                ffi::rte_free(q as *mut c_void);
-                ffi::rte_free(desc as *mut c_void);
-                return None;
-            }
             let room = u32::from(ffi::mana_shim_pktmbuf_data_room_size(mp));
             ptr::write(
                 q,
@@ -161,9 +146,7 @@ impl RxQueue {
         // SAFETY: per the contract.
         unsafe {
             (*q).st.detach();
-            ffi::rte_free((*q).st.desc as *mut c_void);
-            ptr::drop_in_place(q);
-            ffi::rte_free(q as *mut c_void);
+            crate::queues::free_queue_mem(q, (*q).st.desc);
         }
     }
 }

@@ -125,25 +125,10 @@ impl TxQueue {
         offloads: u64,
     ) -> Option<*mut TxQueue> {
         debug_assert!(nb_desc.is_power_of_two());
-        // SAFETY: allocation calls; the results are checked before use.
+        let (q, desc) =
+            crate::queues::alloc_queue_mem::<TxQueue, Desc>(c"mana_txq", nb_desc, socket)?;
+        // SAFETY: fresh memory for one queue and nb_desc descriptors.
         unsafe {
-            let q = ffi::rte_zmalloc_socket(
-                c"mana_txq".as_ptr(),
-                std::mem::size_of::<TxQueue>(),
-                64,
-                socket,
-            ) as *mut TxQueue;
-            let desc = ffi::rte_zmalloc_socket(
-                c"mana_txq_desc".as_ptr(),
-                std::mem::size_of::<Desc>() * usize::from(nb_desc),
-                64,
-                socket,
-            ) as *mut Desc;
-            if q.is_null() || desc.is_null() {
-                ffi::rte_free(q as *mut c_void);
-                ffi::rte_free(desc as *mut c_void);
-                return None;
-            }
             ptr::write(
                 q,
                 TxQueue {
@@ -182,9 +167,7 @@ impl TxQueue {
         // SAFETY: per the contract.
         unsafe {
             (*q).st.detach();
-            ffi::rte_free((*q).st.desc as *mut c_void);
-            ptr::drop_in_place(q);
-            ffi::rte_free(q as *mut c_void);
+            crate::queues::free_queue_mem(q, (*q).st.desc);
         }
     }
 }
