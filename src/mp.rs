@@ -416,6 +416,7 @@ mod tests {
             device: DeviceName::new("7870:00:00.0"),
         };
         let m = msg(&p);
+        // SAFETY: msg() wrote a NUL-terminated name.
         assert_eq!(unsafe { CStr::from_ptr(m.name.as_ptr()) }, MP_NAME);
         let q = param(&m).unwrap();
         assert_eq!(

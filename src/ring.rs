@@ -183,6 +183,7 @@ impl CompQueue {
             let head = self.head.wrapping_add(i);
             // SAFETY: the slot index is masked into the ring.
             let cqe = unsafe { &*self.buf.add((head & (self.count - 1)) as usize) };
+            // SAFETY: a volatile read of the slot's info dword, as in poll().
             let info = unsafe { ptr::read_volatile(ptr::addr_of!(cqe.info) as *const u32) };
             if classify((u32::from_le(info) >> 29) as u8, head >> self.shift) != CqeState::Ready {
                 break;
