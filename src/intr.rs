@@ -290,7 +290,13 @@ pub unsafe extern "C" fn rx_queue_intr_enable(dev: *mut rte_eth_dev, qid: u16) -
     if !ctrl.started || d.dev_conf.intr_conf.rxq() == 0 {
         return -libc::EINVAL;
     }
-    // SAFETY: started queues exist.
+    if ctrl.running.is_none() {
+        // Recovering: the queues have no device objects to arm; the
+        // application polls again after RTE_ETH_EVENT_RECOVERY_SUCCESS.
+        return -libc::EBUSY;
+    }
+    // SAFETY: started queues exist; their device objects stay while we hold
+    // the control lock (teardown takes them under it).
     let q = unsafe { &*(*d.rx_queues.add(usize::from(qid)) as *const crate::rxq::RxQueue) };
     q.arm();
     0

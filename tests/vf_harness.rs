@@ -4,6 +4,8 @@
 //! the driver's recovery thread. No deadlock, no lost mbuf; one run under
 //! valgrind's memcheck for use-after-free.
 
+mod common;
+
 use mana_emu::config::Config;
 use mana_emu::harness::{emu_lib_path, EmuEnv};
 use std::path::{Path, PathBuf};
@@ -13,55 +15,8 @@ const PCI: &str = "7870:00:00.0";
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-fn pkg_config(args: &[&str]) -> Vec<String> {
-    let out = Command::new("pkg-config")
-        .args(args)
-        .output()
-        .expect("pkg-config");
-    assert!(out.status.success(), "pkg-config {args:?}");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .map(String::from)
-        .collect()
-}
-
-/// Compiles the harness against the installed DPDK (and the driver-SDK
-/// headers of the same version, which Debian does not package).
 fn harness() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let version = pkg_config(&["--modversion", "libdpdk"]).join("");
-            let sdk = std::env::var("NET_MANA_DPDK_SRC")
-                .unwrap_or_else(|_| format!("/var/cache/net-mana/dpdk-stable-{version}"));
-            let exe = profile_dir().join("vf_harness");
-            let mut cc = Command::new("cc");
-            cc.args(["-O1", "-g", "-Wall", "-Werror", "-o"])
-                .arg(&exe)
-                .arg(root.join("tests/c/vf_harness.c"))
-                .args(pkg_config(&["--cflags", "libdpdk"]))
-                .args(["-DALLOW_INTERNAL_API", "-DALLOW_EXPERIMENTAL_API"])
-                .arg(format!("-I{sdk}/lib/ethdev"))
-                .arg(format!("-I{sdk}/lib/eal/include"))
-                .arg(format!("-I{sdk}/drivers/bus/pci"))
-                .args(pkg_config(&["--libs", "libdpdk"]))
-                .arg("-lpthread");
-            let out = cc.output().expect("cc");
-            assert!(
-                out.status.success(),
-                "building vf_harness: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            exe
-        })
-        .clone()
+    common::build_c("vf_harness")
 }
 
 fn config(down_ms: u64, poll: bool) -> Config {
@@ -132,7 +87,7 @@ fn run(
         .args(["--no-huge", "-m", "512", "-l", "0", "--iova-mode=va"])
         .args(["--file-prefix", &format!("vfh-{name}")])
         .arg("-d")
-        .arg(profile_dir().join("deps/librte_net_mana.so"))
+        .arg(common::pmd())
         .args(["-a", PCI])
         .env("LD_PRELOAD", emu_lib_path().unwrap())
         .env("MANA_EMU_CONFIG", &env.config_path)
@@ -332,7 +287,7 @@ fn a_secondary_process_forwards_through_the_primarys_port_across_resets() {
                 prefix,
             ])
             .arg("-d")
-            .arg(profile_dir().join("deps/librte_net_mana.so"))
+            .arg(common::pmd())
             .args(["-a", PCI])
             .env("LD_PRELOAD", emu_lib_path().unwrap())
             .env("MANA_EMU_CONFIG", &env.config_path)

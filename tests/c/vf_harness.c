@@ -37,8 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <rte_alarm.h>
@@ -51,6 +49,8 @@
 /* The struct rte_eth_dev fields netvsc calls directly are in the driver
  * SDK's ethdev_driver.h; this harness is built with it. */
 #include <ethdev_driver.h>
+
+#include "emu_fault.h"
 
 enum vf_state { VF_ACTIVE, VF_SYNTHETIC, VF_REMOVED };
 
@@ -73,33 +73,6 @@ static const char *thread_kind(void)
 	char name[32] = "";
 	pthread_getname_np(pthread_self(), name, sizeof(name));
 	return strncmp(name, "mana-reset", 10) == 0 ? "ctrl" : "other";
-}
-
-static int emu_fault(const char *fault)
-{
-	const char *run_dir = getenv("MANA_EMU_RUN_DIR");
-	const char *pci = getenv("VF_PCI");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char req[256], rep[256];
-	int fd, n;
-
-	if (run_dir == NULL || pci == NULL)
-		return -1;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/mana-emu-%d.sock", run_dir, (int)getpid());
-	fd = socket(AF_UNIX, SOCK_STREAM, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		perror("emulator control socket");
-		return -1;
-	}
-	n = snprintf(req, sizeof(req),
-		     "{\"cmd\":\"fault\",\"fault\":{\"fault\":\"%s\",\"pci\":\"%s\"},\"trigger\":\"now\"}\n",
-		     fault, pci);
-	if (write(fd, req, n) != n || read(fd, rep, sizeof(rep) - 1) <= 0) {
-		close(fd);
-		return -1;
-	}
-	close(fd);
-	return 0;
 }
 
 static void close_port(void)

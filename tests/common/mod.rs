@@ -34,6 +34,56 @@ pub fn pmd() -> PathBuf {
     exe.with_file_name("librte_net_mana.so")
 }
 
+fn pkg_config(args: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new("pkg-config")
+        .args(args)
+        .output()
+        .expect("pkg-config");
+    assert!(out.status.success(), "pkg-config {args:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// Compiles `tests/c/<name>.c` against the installed DPDK (and the
+/// driver-SDK headers of the same version, which Debian does not package)
+/// into `target/<profile>/<name>`, once per test process.
+pub fn build_c(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<BTreeMap<String, PathBuf>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get(name) {
+        return p.clone();
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let version = pkg_config(&["--modversion", "libdpdk"]).join("");
+    let sdk = std::env::var("NET_MANA_DPDK_SRC")
+        .unwrap_or_else(|_| format!("/var/cache/net-mana/dpdk-stable-{version}"));
+    let exe = pmd().parent().unwrap().parent().unwrap().join(name);
+    let out = std::process::Command::new("cc")
+        .args(["-O1", "-g", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(root.join(format!("tests/c/{name}.c")))
+        .args(pkg_config(&["--cflags", "libdpdk"]))
+        .args(["-DALLOW_INTERNAL_API", "-DALLOW_EXPERIMENTAL_API"])
+        .arg(format!("-I{sdk}/lib/ethdev"))
+        .arg(format!("-I{sdk}/lib/eal/include"))
+        .arg(format!("-I{sdk}/drivers/bus/pci"))
+        .args(pkg_config(&["--libs", "libdpdk"]))
+        .arg("-lpthread")
+        .output()
+        .expect("cc");
+    assert!(
+        out.status.success(),
+        "building {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    built.insert(name.to_string(), exe.clone());
+    exe
+}
+
 /// Skips (with a message) when testpmd is not installed.
 pub fn skip() -> bool {
     if !testpmd_available() {
