@@ -232,7 +232,6 @@ fn setup_queue(
     kind: &str,
     qid: u16,
     nb_desc: u16,
-    deferred: u8,
     slots: *mut *mut c_void,
     release: fn(&mut ffi::rte_eth_dev_data, u16),
     alloc: impl FnOnce(&ffi::rte_eth_dev_data) -> Result<*mut c_void, (c_int, String)>,
@@ -245,13 +244,6 @@ fn setup_queue(
     }
     if let Err(e) = check_desc(p, nb_desc) {
         return e;
-    }
-    if deferred != 0 {
-        error!(
-            "{}: {kind} queue {qid}: deferred start is not supported",
-            p.name
-        );
-        return neg(libc::EINVAL);
     }
     release(d, qid);
     ctrl.generation += 1;
@@ -279,39 +271,30 @@ unsafe extern "C" fn rx_queue_setup(
     // SAFETY: ethdev passes a valid conf (its default if the app gave none).
     let conf = unsafe { &*conf };
     let slots = data(dev).rx_queues;
-    setup_queue(
-        dev,
-        "rx",
-        qid,
-        nb_desc,
-        conf.rx_deferred_start,
-        slots,
-        release_rxq,
-        |d| {
-            if conf.rx_nseg != 0 || conf.rx_nmempool != 0 {
-                return Err((
-                    libc::EINVAL,
-                    "buffer split and multiple mempools are not supported".into(),
-                ));
-            }
-            // SAFETY: a mempool from the application.
-            let room = u32::from(unsafe { ffi::mana_shim_pktmbuf_data_room_size(mp) });
-            let buf = room.saturating_sub(ffi::RTE_PKTMBUF_HEADROOM);
-            let frame = u32::from(d.mtu) + L2_OVERHEAD;
-            if buf < frame {
-                let why = format!(
-                    "mbufs hold {buf} bytes but MTU {} frames need {frame}; MANA receives \
+    setup_queue(dev, "rx", qid, nb_desc, slots, release_rxq, |d| {
+        if conf.rx_nseg != 0 || conf.rx_nmempool != 0 {
+            return Err((
+                libc::EINVAL,
+                "buffer split and multiple mempools are not supported".into(),
+            ));
+        }
+        // SAFETY: a mempool from the application.
+        let room = u32::from(unsafe { ffi::mana_shim_pktmbuf_data_room_size(mp) });
+        let buf = room.saturating_sub(ffi::RTE_PKTMBUF_HEADROOM);
+        let frame = u32::from(d.mtu) + L2_OVERHEAD;
+        if buf < frame {
+            let why = format!(
+                "mbufs hold {buf} bytes but MTU {} frames need {frame}; MANA receives \
                      each packet into one buffer (no scatter): use a larger mbuf data room",
-                    d.mtu
-                );
-                return Err((libc::EINVAL, why));
-            }
-            let offloads = conf.offloads | d.dev_conf.rxmode.offloads;
-            RxQueue::alloc(d.port_id, qid, nb_desc, socket as c_int, conf, mp, offloads)
-                .map(|q| q as *mut c_void)
-                .ok_or_else(|| (libc::ENOMEM, format!("out of memory on socket {socket}")))
-        },
-    )
+                d.mtu
+            );
+            return Err((libc::EINVAL, why));
+        }
+        let offloads = conf.offloads | d.dev_conf.rxmode.offloads;
+        RxQueue::alloc(d.port_id, qid, nb_desc, socket as c_int, conf, mp, offloads)
+            .map(|q| q as *mut c_void)
+            .ok_or_else(|| (libc::ENOMEM, format!("out of memory on socket {socket}")))
+    })
 }
 
 unsafe extern "C" fn tx_queue_setup(
@@ -324,21 +307,12 @@ unsafe extern "C" fn tx_queue_setup(
     // SAFETY: ethdev passes a valid conf.
     let conf = unsafe { &*conf };
     let slots = data(dev).tx_queues;
-    setup_queue(
-        dev,
-        "tx",
-        qid,
-        nb_desc,
-        conf.tx_deferred_start,
-        slots,
-        release_txq,
-        |d| {
-            let offloads = conf.offloads | d.dev_conf.txmode.offloads;
-            TxQueue::alloc(d.port_id, qid, nb_desc, socket as c_int, conf, offloads)
-                .map(|q| q as *mut c_void)
-                .ok_or_else(|| (libc::ENOMEM, format!("out of memory on socket {socket}")))
-        },
-    )
+    setup_queue(dev, "tx", qid, nb_desc, slots, release_txq, |d| {
+        let offloads = conf.offloads | d.dev_conf.txmode.offloads;
+        TxQueue::alloc(d.port_id, qid, nb_desc, socket as c_int, conf, offloads)
+            .map(|q| q as *mut c_void)
+            .ok_or_else(|| (libc::ENOMEM, format!("out of memory on socket {socket}")))
+    })
 }
 
 fn check_desc(p: &Port, nb_desc: u16) -> Result<(), c_int> {
@@ -422,8 +396,8 @@ unsafe extern "C" fn dev_start(dev: *mut rte_eth_dev) -> c_int {
     ctrl.started = true;
     // SAFETY: a live ethdev of ours; the queues are attached.
     unsafe { set_burst_running(dev) };
-    queues::open_gates(p.data());
     set_link_and_states(dev, true);
+    queues::open_gates(p.data());
     let d = p.data();
     info!(
         "{}: started with {} rx / {} tx queues",
@@ -444,22 +418,102 @@ fn start_locked(p: &Port, ctrl: &mut Ctrl) -> Result<(), StartError> {
     queues::attach(p, ctrl, built).map_err(|(e, _running)| e)
 }
 
-/// Link status and queue states follow the port state.
+/// Link status and queue states follow the port state; a queue set up with
+/// deferred start stays stopped until `rte_eth_dev_*_queue_start`.
 pub fn set_link_and_states(dev: *mut rte_eth_dev, up: bool) {
     // SAFETY: a live ethdev of ours.
     unsafe { ffi::mana_shim_linkstatus_set(dev, &link(up)) };
     let d = data(dev);
-    let state = if up {
+    let state = |deferred: u8| {
+        if up && deferred == 0 {
+            ffi::RTE_ETH_QUEUE_STATE_STARTED as u8
+        } else {
+            ffi::RTE_ETH_QUEUE_STATE_STOPPED as u8
+        }
+    };
+    for i in 0..usize::from(d.nb_rx_queues) {
+        // SAFETY: a started port has all its queues.
+        let deferred = up && unsafe { (*queues::rxq_ptr(d, i)).st.conf.rx_deferred_start } != 0;
+        d.rx_queue_state[i] = state(deferred as u8);
+    }
+    for i in 0..usize::from(d.nb_tx_queues) {
+        // SAFETY: as above.
+        let deferred = up && unsafe { (*queues::txq_ptr(d, i)).st.conf.tx_deferred_start } != 0;
+        d.tx_queue_state[i] = state(deferred as u8);
+    }
+}
+
+/// Starts or stops one queue of a started port. A stopped queue's bursts
+/// return 0; a stopped tx queue first completes the sends in flight, a
+/// stopped rx queue keeps its posted buffers (what lands in them is
+/// delivered after the restart; beyond them the device drops).
+fn set_queue_running(dev: *mut rte_eth_dev, rx: bool, qid: u16, run: bool) -> c_int {
+    let p = port(dev);
+    let d = data(dev);
+    let ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(e) = refuse_if_resetting(p) {
+        return e;
+    }
+    let kind = if rx { "rx" } else { "tx" };
+    let nb = if rx { d.nb_rx_queues } else { d.nb_tx_queues };
+    if !ctrl.started || qid >= nb {
+        error!(
+            "{}: {kind} queue {qid}: the port is not started or has no such queue",
+            p.name
+        );
+        return neg(libc::EINVAL);
+    }
+    let i = usize::from(qid);
+    // SAFETY: a started port has all its queues; they are freed only under
+    // the control lock we hold.
+    let gate = unsafe {
+        if rx {
+            &(*queues::rxq_ptr(d, i)).gate
+        } else {
+            &(*queues::txq_ptr(d, i)).gate
+        }
+    };
+    if run {
+        gate.open();
+    } else {
+        gate.close(std::hint::spin_loop);
+        if !rx {
+            // SAFETY: the gate is closed: no burst uses the queue.
+            queues::drain_txq(unsafe { &mut *queues::txq_ptr(d, i) });
+        }
+    }
+    let state = if run {
         ffi::RTE_ETH_QUEUE_STATE_STARTED
     } else {
         ffi::RTE_ETH_QUEUE_STATE_STOPPED
     } as u8;
-    for i in 0..usize::from(d.nb_rx_queues) {
+    if rx {
         d.rx_queue_state[i] = state;
-    }
-    for i in 0..usize::from(d.nb_tx_queues) {
+    } else {
         d.tx_queue_state[i] = state;
     }
+    info!(
+        "{}: {kind} queue {qid} {}",
+        p.name,
+        if run { "started" } else { "stopped" }
+    );
+    0
+}
+
+unsafe extern "C" fn rx_queue_start(dev: *mut rte_eth_dev, qid: u16) -> c_int {
+    set_queue_running(dev, true, qid, true)
+}
+
+unsafe extern "C" fn rx_queue_stop(dev: *mut rte_eth_dev, qid: u16) -> c_int {
+    set_queue_running(dev, true, qid, false)
+}
+
+unsafe extern "C" fn tx_queue_start(dev: *mut rte_eth_dev, qid: u16) -> c_int {
+    set_queue_running(dev, false, qid, true)
+}
+
+unsafe extern "C" fn tx_queue_stop(dev: *mut rte_eth_dev, qid: u16) -> c_int {
+    set_queue_running(dev, false, qid, false)
 }
 
 unsafe extern "C" fn dev_stop(dev: *mut rte_eth_dev) -> c_int {
@@ -958,6 +1012,10 @@ pub static OPS: ffi::eth_dev_ops = {
     o.rx_queue_release = Some(rx_queue_release);
     o.tx_queue_setup = Some(tx_queue_setup);
     o.tx_queue_release = Some(tx_queue_release);
+    o.rx_queue_start = Some(rx_queue_start);
+    o.rx_queue_stop = Some(rx_queue_stop);
+    o.tx_queue_start = Some(tx_queue_start);
+    o.tx_queue_stop = Some(tx_queue_stop);
     o.rx_queue_intr_enable = Some(crate::intr::rx_queue_intr_enable);
     o.rx_queue_intr_disable = Some(crate::intr::rx_queue_intr_disable);
     o.tx_done_cleanup = Some(tx_done_cleanup);

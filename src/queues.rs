@@ -377,13 +377,18 @@ pub fn close_gates(d: &ffi::rte_eth_dev_data) {
 }
 
 pub fn open_gates(d: &ffi::rte_eth_dev_data) {
+    let started = ffi::RTE_ETH_QUEUE_STATE_STARTED as u8;
     for i in 0..usize::from(d.nb_rx_queues) {
-        // SAFETY: all queues exist once the port started.
-        unsafe { (*rxq_ptr(d, i)).gate.open() };
+        if d.rx_queue_state[i] == started {
+            // SAFETY: all queues exist once the port started.
+            unsafe { (*rxq_ptr(d, i)).gate.open() };
+        }
     }
     for i in 0..usize::from(d.nb_tx_queues) {
-        // SAFETY: as above.
-        unsafe { (*txq_ptr(d, i)).gate.open() };
+        if d.tx_queue_state[i] == started {
+            // SAFETY: as above.
+            unsafe { (*txq_ptr(d, i)).gate.open() };
+        }
     }
 }
 
@@ -392,18 +397,21 @@ pub fn open_gates(d: &ffi::rte_eth_dev_data) {
 pub fn drain_tx(d: &ffi::rte_eth_dev_data) {
     for i in 0..usize::from(d.nb_tx_queues) {
         let q = txq_ptr(d, i);
-        if q.is_null() {
-            continue;
+        if !q.is_null() {
+            // SAFETY: the gates are closed, so we are the only user.
+            drain_txq(unsafe { &mut *q });
         }
-        // SAFETY: the gate is closed, so we are the only user.
-        let q = unsafe { &mut *q };
-        for _ in 0..1000 {
-            q.reap();
-            if q.in_flight() == 0 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+}
+
+/// [`drain_tx`] for one queue whose gate is closed.
+pub fn drain_txq(q: &mut TxQueue) {
+    for _ in 0..1000 {
+        q.reap();
+        if q.in_flight() == 0 {
+            break;
         }
+        std::thread::sleep(std::time::Duration::from_micros(100));
     }
 }
 
