@@ -363,20 +363,20 @@ impl<'a> TestpmdBuilder<'a> {
         cmd.env("LD_PRELOAD", preload.join(" "));
         cmd.env("MANA_EMU_CONFIG", &self.env.config_path);
         cmd.env("SYSFS_PCI_DEVICES", self.env.pci_devices());
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("spawn dpdk-testpmd: {e}"))?;
+        // stdout and stderr share one pipe, so what a command logs is read
+        // in the order written: before the prompt that follows it.
+        let (reader, writer) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
+        let writer2 = writer.try_clone().map_err(|e| format!("pipe: {e}"))?;
+        cmd.stdin(Stdio::piped()).stdout(writer).stderr(writer2);
+        let spawned = cmd.spawn();
+        // The command holds the pipe's write end: drop it, or no EOF.
+        drop(cmd);
+        let mut child = spawned.map_err(|e| format!("spawn dpdk-testpmd: {e}"))?;
         let out = Arc::new(Mutex::new(String::new()));
-        for stream in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
+        {
             let out = out.clone();
             std::thread::spawn(move || {
-                let mut r = BufReader::new(stream);
+                let mut r = BufReader::new(reader);
                 let mut line = String::new();
                 while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
                     out.lock().unwrap().push_str(&line);
