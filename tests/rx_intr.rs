@@ -5,47 +5,25 @@
 
 mod common;
 
-use common::{build_c, pmd, Config, EmuEnv, PCI};
-use mana_emu::harness::emu_lib_path;
+use common::{build_c, c_program_args, loopback, EmuEnv};
 use std::process::{Command, Stdio};
-
-fn config(poll: bool) -> Config {
-    Config::parse(&format!(
-        r#"
-[options]
-reset_down_ms = 200
-doorbell_mode = "{}"
-
-[[adapter]]
-pci = "{PCI}"
-ib_name = "mana_0"
-
-[[adapter.port]]
-mac = "00:0d:3a:00:00:01"
-backend = {{ kind = "loopback" }}
-"#,
-        if poll { "poll" } else { "trap" }
-    ))
-    .unwrap()
-}
 
 /// Runs the loop; returns its output and whether it exited 0.
 fn run(name: &str, rounds: u32, reset_after: u32, poll: bool) -> (String, bool) {
-    let env = EmuEnv::new(name, config(poll)).unwrap();
+    let env = EmuEnv::new(name, loopback(200, poll)).unwrap();
+    let mut cmd = Command::new(build_c("rx_intr"));
+    cmd.args([rounds.to_string(), reset_after.to_string()]);
+    c_program_args(
+        &mut cmd,
+        &env,
+        &format!("rxi-{name}"),
+        &["--no-huge", "-m", "512"],
+    );
     let out = Command::new("timeout")
         .arg("120")
-        .arg(build_c("rx_intr"))
-        .args([rounds.to_string(), reset_after.to_string()])
-        .args(["--no-huge", "-m", "512", "-l", "0", "--iova-mode=va"])
-        .args(["--file-prefix", &format!("rxi-{name}")])
-        .arg("-d")
-        .arg(pmd())
-        .args(["-a", PCI])
-        .env("LD_PRELOAD", emu_lib_path().unwrap())
-        .env("MANA_EMU_CONFIG", &env.config_path)
-        .env("MANA_EMU_RUN_DIR", &env.config.options.run_dir)
-        .env("SYSFS_PCI_DEVICES", env.pci_devices())
-        .env("VF_PCI", PCI)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
         .stdin(Stdio::null())
         .output()
         .expect("run rx_intr");

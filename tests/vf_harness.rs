@@ -7,11 +7,9 @@
 mod common;
 
 use mana_emu::config::Config;
-use mana_emu::harness::{emu_lib_path, EmuEnv};
+use mana_emu::harness::EmuEnv;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-const PCI: &str = "7870:00:00.0";
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -20,23 +18,7 @@ fn harness() -> PathBuf {
 }
 
 fn config(down_ms: u64, poll: bool) -> Config {
-    Config::parse(&format!(
-        r#"
-[options]
-reset_down_ms = {down_ms}
-doorbell_mode = "{}"
-
-[[adapter]]
-pci = "{PCI}"
-ib_name = "mana_0"
-
-[[adapter.port]]
-mac = "00:0d:3a:00:00:01"
-backend = {{ kind = "loopback" }}
-"#,
-        if poll { "poll" } else { "trap" }
-    ))
-    .unwrap()
+    common::loopback(down_ms, poll)
 }
 
 struct Run {
@@ -83,18 +65,13 @@ fn run(
     } else {
         Command::new(harness())
     };
-    cmd.args([mode, &resets.to_string()])
-        .args(["--no-huge", "-m", "512", "-l", "0", "--iova-mode=va"])
-        .args(["--file-prefix", &format!("vfh-{name}")])
-        .arg("-d")
-        .arg(common::pmd())
-        .args(["-a", PCI])
-        .env("LD_PRELOAD", emu_lib_path().unwrap())
-        .env("MANA_EMU_CONFIG", &env.config_path)
-        .env("MANA_EMU_RUN_DIR", &env.config.options.run_dir)
-        .env("SYSFS_PCI_DEVICES", env.pci_devices())
-        .env("VF_PCI", PCI)
-        .stdin(Stdio::null());
+    cmd.args([mode, &resets.to_string()]);
+    common::c_program_args(
+        &mut cmd,
+        &env,
+        &format!("vfh-{name}"),
+        &["--no-huge", "-m", "512"],
+    );
     for (k, v) in extra {
         cmd.env(k, v);
     }
@@ -276,25 +253,9 @@ fn a_secondary_process_forwards_through_the_primarys_port_across_resets() {
     let dir = env.dir.clone();
     let prefix = "vfh-mp";
     let base = |c: &mut Command, mode: &str, resets: &str| {
-        c.args([mode, resets])
-            .args([
-                "-m",
-                "256",
-                "-l",
-                "0",
-                "--iova-mode=va",
-                "--file-prefix",
-                prefix,
-            ])
-            .arg("-d")
-            .arg(common::pmd())
-            .args(["-a", PCI])
-            .env("LD_PRELOAD", emu_lib_path().unwrap())
-            .env("MANA_EMU_CONFIG", &env.config_path)
-            .env("MANA_EMU_RUN_DIR", &env.config.options.run_dir)
-            .env("SYSFS_PCI_DEVICES", env.pci_devices())
-            .env("VF_PCI", PCI)
-            .env("VF_MARK", dir.join("mark"))
+        c.args([mode, resets]);
+        common::c_program_args(c, &env, prefix, &["-m", "256"]);
+        c.env("VF_MARK", dir.join("mark"))
             .env("VF_STOP", dir.join("stop"))
             .env("VF_EXITED", dir.join("exited"))
             .stdin(Stdio::null())

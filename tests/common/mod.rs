@@ -84,6 +84,49 @@ pub fn build_c(name: &str) -> PathBuf {
     exe
 }
 
+/// One adapter at `PCI` with one loopback port: what a C test program
+/// sends comes back to it.
+pub fn loopback(down_ms: u64, poll: bool) -> Config {
+    Config::parse(&format!(
+        r#"
+[options]
+reset_down_ms = {down_ms}
+doorbell_mode = "{}"
+
+[[adapter]]
+pci = "{PCI}"
+ib_name = "mana_0"
+
+[[adapter.port]]
+mac = "00:0d:3a:00:00:01"
+backend = {{ kind = "loopback" }}
+"#,
+        if poll { "poll" } else { "trap" }
+    ))
+    .unwrap()
+}
+
+/// EAL arguments (after the program's own `args`) and the emulator's
+/// environment for a C test program driving `PCI` of `env` with our plugin.
+pub fn c_program_args(
+    cmd: &mut std::process::Command,
+    env: &EmuEnv,
+    file_prefix: &str,
+    eal: &[&str],
+) {
+    cmd.args(eal)
+        .args(["-l", "0", "--iova-mode=va", "--file-prefix", file_prefix])
+        .arg("-d")
+        .arg(pmd())
+        .args(["-a", PCI])
+        .env("LD_PRELOAD", emu_lib_path().unwrap())
+        .env("MANA_EMU_CONFIG", &env.config_path)
+        .env("MANA_EMU_RUN_DIR", &env.config.options.run_dir)
+        .env("SYSFS_PCI_DEVICES", env.pci_devices())
+        .env("VF_PCI", PCI)
+        .stdin(std::process::Stdio::null());
+}
+
 /// Skips (with a message) when testpmd is not installed.
 pub fn skip() -> bool {
     if !testpmd_available() {
