@@ -191,20 +191,27 @@ fn num_after(line: &str, key: &str) -> Option<u64> {
 }
 
 /// `text` without testpmd's asynchronous event lines
-/// (`"\nPort N: <name> event\n"`), which may split any other line.
+/// (`"\nPort N: <name> event\n"`), which may split any other line; the
+/// leading newline, written apart, may be elsewhere and stays.
 pub fn without_events(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(at) = rest.find("\nPort ") {
-        let line_end = rest[at + 1..].find('\n').map(|e| at + 1 + e);
+    while let Some(at) = rest.find("Port ") {
+        let line_end = rest[at..].find('\n').map(|e| at + e);
         match line_end {
-            Some(end) if is_event_line(&rest[at + 1..end]) => {
-                out.push_str(&rest[..at]);
+            Some(end) if is_event_line(&rest[at..end]) => {
+                // Drop the event's own leading newline when it is adjacent.
+                let keep = if rest[..at].ends_with('\n') {
+                    at - 1
+                } else {
+                    at
+                };
+                out.push_str(&rest[..keep]);
                 rest = &rest[end + 1..];
             }
             _ => {
-                out.push_str(&rest[..at + 1]);
-                rest = &rest[at + 1..];
+                out.push_str(&rest[..at + 5]);
+                rest = &rest[at + 5..];
             }
         }
     }
@@ -459,16 +466,18 @@ impl Testpmd {
         pat: &str,
         timeout: Duration,
     ) -> Result<String, String> {
-        self.wait_until(from, pat, timeout, str::to_string)
+        self.wait_until(from, pat, timeout, str::to_string, |v| v.contains(pat))
     }
 
-    /// Waits until `view(output after from)` contains `pat`; returns the view.
+    /// Waits until `done(view(output after from))`; returns the view. `pat`
+    /// names what is awaited in the timeout message.
     fn wait_until(
         &self,
         from: usize,
         pat: &str,
         timeout: Duration,
         view: impl Fn(&str) -> String,
+        done: impl Fn(&str) -> bool,
     ) -> Result<String, String> {
         let t0 = Instant::now();
         loop {
@@ -476,7 +485,7 @@ impl Testpmd {
                 let o = self.out.lock().unwrap();
                 if o.len() >= from {
                     let v = view(&o[from..]);
-                    if v.contains(pat) {
+                    if done(&v) {
                         return Ok(v);
                     }
                 }
@@ -509,11 +518,15 @@ impl Testpmd {
         stdin.flush().map_err(|e| e.to_string())?;
         // Event callbacks print from another thread, possibly in the middle
         // of the prompt; the command's output is read without them.
+        // testpmd writes its prompt a byte at a time, so an event printed
+        // meanwhile (itself possibly split at its leading newline) can land
+        // inside it: look for the prompt without event lines and newlines.
         self.wait_until(
             from,
             "testpmd> \r\n",
             Duration::from_secs(60),
             without_events,
+            |v| v.replace('\n', "").contains("testpmd> \r"),
         )
     }
 
@@ -630,5 +643,10 @@ mod tests {
         assert_eq!(without_events(raw), "aPort 1: x\n");
         let kept = "\nPort 0: not an event line\n  RX-packets: 3\n";
         assert_eq!(without_events(kept), kept);
+        // The event's leading newline written apart, inside the prompt.
+        let raw = "Done.\ntestpmd\n> \r\ntestpmd> Port 0: error recovery successful event\n";
+        let v = without_events(raw);
+        assert_eq!(v, "Done.\ntestpmd\n> \r\ntestpmd> ");
+        assert!(v.replace('\n', "").contains("testpmd> \r"));
     }
 }
