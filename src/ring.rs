@@ -158,6 +158,7 @@ impl CompQueue {
         // SAFETY: `slot < count`; the device writes the info dword last, and
         // a volatile read keeps the compiler from caching it across polls.
         let cqe = unsafe { &*self.buf.add(slot) };
+        // SAFETY: an aligned dword of that CQE.
         let info = unsafe { ptr::read_volatile(ptr::addr_of!(cqe.info) as *const u32) };
         let owner = (u32::from_le(info) >> 29) as u8;
         let lap = self.head >> self.shift;

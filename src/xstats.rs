@@ -49,6 +49,7 @@ fn queues<T: 'static>(
     (0..usize::from(n)).map(move |i| {
         // SAFETY: ethdev's queue arrays have `n` entries; set-up queues are ours.
         let q = unsafe { *arr.add(i) } as *const T;
+        // SAFETY: a non-null entry is a live queue of ours.
         (i, (!q.is_null()).then(|| unsafe { &*q }))
     })
 }

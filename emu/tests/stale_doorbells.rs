@@ -84,6 +84,7 @@ impl Drop for SecondaryMapping {
 fn file_id(fd: RawFd) -> (u64, u64) {
     // SAFETY: fstat into a zeroed struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-parameter.
     assert_eq!(unsafe { libc::fstat(fd, &mut st) }, 0);
     (st.st_dev, st.st_ino)
 }
