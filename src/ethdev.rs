@@ -154,18 +154,8 @@ unsafe extern "C" fn dev_configure(dev: *mut rte_eth_dev) -> c_int {
     let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
     let rss_conf = conf.rx_adv_conf.rss_conf;
     if mq & MQ_RX_RSS_FLAG != 0 {
-        if !rss_conf.rss_key.is_null() {
-            if rss_conf.rss_key_len != 40 {
-                error!(
-                    "{}: RSS key length {} is not 40 bytes",
-                    p.name, rss_conf.rss_key_len
-                );
-                return neg(libc::EINVAL);
-            }
-            // SAFETY: the application's 40-byte key.
-            ctrl.rss
-                .key
-                .copy_from_slice(unsafe { std::slice::from_raw_parts(rss_conf.rss_key, 40) });
+        if let Err(e) = take_rss_key(p, &mut ctrl.rss, &rss_conf) {
+            return e;
         }
         if rss_conf.rss_hf != 0 {
             ctrl.rss.hf = rss_conf.rss_hf & RSS_OFFLOADS;
@@ -378,6 +368,24 @@ fn refuse_if_resetting(p: &Port) -> Result<(), c_int> {
             Err(neg(libc::ENODEV))
         }
     }
+}
+
+/// Copies the application's RSS key, if it gave one; it must be 40 bytes.
+fn take_rss_key(p: &Port, rss: &mut Rss, conf: &ffi::rte_eth_rss_conf) -> Result<(), c_int> {
+    if conf.rss_key.is_null() {
+        return Ok(());
+    }
+    if conf.rss_key_len != 40 {
+        error!(
+            "{}: RSS key length {} is not 40 bytes",
+            p.name, conf.rss_key_len
+        );
+        return Err(neg(libc::EINVAL));
+    }
+    // SAFETY: a non-null key the application says is 40 bytes long.
+    let key = unsafe { std::slice::from_raw_parts(conf.rss_key, 40) };
+    rss.key.copy_from_slice(key);
+    Ok(())
 }
 
 unsafe extern "C" fn dev_start(dev: *mut rte_eth_dev) -> c_int {
@@ -851,18 +859,8 @@ unsafe extern "C" fn rss_hash_update(
         );
         return neg(libc::EINVAL);
     }
-    if !conf.rss_key.is_null() {
-        if conf.rss_key_len != 40 {
-            error!(
-                "{}: RSS key length {} is not 40 bytes",
-                p.name, conf.rss_key_len
-            );
-            return neg(libc::EINVAL);
-        }
-        // SAFETY: a 40-byte key from the application.
-        ctrl.rss
-            .key
-            .copy_from_slice(unsafe { std::slice::from_raw_parts(conf.rss_key, 40) });
+    if let Err(e) = take_rss_key(p, &mut ctrl.rss, conf) {
+        return e;
     }
     ctrl.rss.hf = conf.rss_hf;
     0
