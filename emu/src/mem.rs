@@ -51,9 +51,8 @@ impl Region {
     pub fn read(&self, off: usize, out: &mut [u8]) {
         self.check(off, out.len());
         // SAFETY: bounds checked above; the region is valid per `new`'s
-        // contract. The driver may write concurrently to memory it does not
-        // own at this moment only through a bug; volatile-free byte copies of
-        // plain data are what a DMA engine does.
+        // contract. Only a buggy driver writes here concurrently, and a plain
+        // byte copy is what a DMA engine would do then.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 (self.addr + off) as *const u8,
