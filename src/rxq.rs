@@ -455,6 +455,10 @@ pub unsafe extern "C" fn rx_burst(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u
 pub unsafe extern "C" fn rx_queue_count(q: *mut c_void) -> u32 {
     // SAFETY: DPDK passes our queue.
     let q = unsafe { &*(q as *const RxQueue) };
+    // The gate keeps the rings from being torn down under us by a reset.
+    let Some(_pass) = q.gate.enter() else {
+        return 0;
+    };
     q.cq.ready_count(q.posted())
 }
 
@@ -470,6 +474,10 @@ pub unsafe extern "C" fn rx_descriptor_status(q: *mut c_void, offset: u16) -> c_
     if offset >= q.nb_desc {
         return -libc::EINVAL;
     }
+    // A stopped or recovering queue receives nothing.
+    let Some(_pass) = q.gate.enter() else {
+        return ffi::RTE_ETH_RX_DESC_UNAVAIL as c_int;
+    };
     if offset >= q.posted() {
         return ffi::RTE_ETH_RX_DESC_UNAVAIL as c_int;
     }

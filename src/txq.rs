@@ -811,6 +811,10 @@ pub unsafe extern "C" fn tx_descriptor_status(q: *mut c_void, offset: u16) -> c_
     if offset >= q.nb_desc {
         return -libc::EINVAL;
     }
+    // A stopped queue has completed its sends; a recovering one frees them.
+    let Some(_pass) = q.gate.enter() else {
+        return ffi::RTE_ETH_TX_DESC_DONE as c_int;
+    };
     // Counting back from the head: the last `desc_len` slots are in flight.
     if q.nb_desc - offset <= q.desc_len {
         ffi::RTE_ETH_TX_DESC_FULL as c_int

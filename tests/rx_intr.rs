@@ -86,4 +86,15 @@ fn rx_interrupts_keep_working_across_a_device_reset() {
     let (out, ok) = run("reset", 6, 3, false);
     check(&out, ok, 6);
     assert!(out.contains("RECOVERED"), "{out}");
+    // rx_queue_count and the descriptor status calls see the 32 frames
+    // waiting before the reset, and stay out of the rings while the reset
+    // owns them (the ERR_RECOVERING callback runs with the rings still
+    // mapped, so reading them would report the 32 again).
+    // RTE_ETH_RX_DESC_DONE = 1, RTE_ETH_RX_DESC_UNAVAIL = 2,
+    // RTE_ETH_TX_DESC_DONE = 1.
+    assert!(out.contains("QUEUED 32 OF 32 RXDESC0 1\n"), "{out}");
+    assert!(
+        out.contains("RECOVERING COUNT 0 RXDESC0 2 TXDESC0 1 AFTER COUNT 0\n"),
+        "{out}"
+    );
 }

@@ -37,10 +37,18 @@
 #define BURST 32
 
 static _Atomic int recovered;
+/* What the queue-status calls said inside the ERR_RECOVERING callback, when
+ * the queues are closed but not yet torn down. */
+static _Atomic int count_recovering = -1, rx_desc_recovering = -1, tx_desc_recovering = -1;
 
 static int on_event(uint16_t port_id, enum rte_eth_event_type type, void *arg, void *ret)
 {
-	(void)port_id, (void)arg, (void)ret;
+	(void)arg, (void)ret;
+	if (type == RTE_ETH_EVENT_ERR_RECOVERING) {
+		atomic_store(&count_recovering, rte_eth_rx_queue_count(port_id, 0));
+		atomic_store(&rx_desc_recovering, rte_eth_rx_descriptor_status(port_id, 0, 0));
+		atomic_store(&tx_desc_recovering, rte_eth_tx_descriptor_status(port_id, 0, 0));
+	}
 	if (type == RTE_ETH_EVENT_RECOVERY_SUCCESS)
 		atomic_fetch_add(&recovered, 1);
 	return 0;
@@ -104,6 +112,7 @@ int main(int argc, char **argv)
 		return 1;
 	free_at_start = rte_mempool_avail_count(pool);
 	rte_eth_dev_callback_register(port, RTE_ETH_EVENT_RECOVERY_SUCCESS, on_event, NULL);
+	rte_eth_dev_callback_register(port, RTE_ETH_EVENT_ERR_RECOVERING, on_event, NULL);
 	if (rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
 	    rte_eth_rx_queue_setup(port, 0, 256, rte_socket_id(), NULL, pool) != 0 ||
 	    rte_eth_tx_queue_setup(port, 0, 256, rte_socket_id(), NULL) != 0 ||
@@ -143,8 +152,15 @@ int main(int argc, char **argv)
 		       sent, got);
 		fflush(stdout);
 		if (r == reset_after) {
-			int before = atomic_load(&recovered);
+			int before = atomic_load(&recovered), queued = 0;
 
+			/* A burst left unpolled in the RX ring when the reset hits. */
+			sent = send_burst(port, pool, 0);
+			deadline = rte_get_timer_cycles() + 2 * rte_get_timer_hz();
+			while (queued < sent && rte_get_timer_cycles() < deadline)
+				queued = rte_eth_rx_queue_count(port, 0);
+			printf("QUEUED %d OF %u RXDESC0 %d\n", queued, sent,
+			       rte_eth_rx_descriptor_status(port, 0, 0));
 			if (emu_fault("reset") != 0) {
 				fprintf(stderr, "cannot inject a reset\n");
 				return 1;
@@ -157,6 +173,9 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			printf("RECOVERED\n");
+			printf("RECOVERING COUNT %d RXDESC0 %d TXDESC0 %d AFTER COUNT %d\n",
+			       atomic_load(&count_recovering), atomic_load(&rx_desc_recovering),
+			       atomic_load(&tx_desc_recovering), rte_eth_rx_queue_count(port, 0));
 		}
 	}
 	rte_eth_dev_stop(port);
