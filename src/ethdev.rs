@@ -390,10 +390,11 @@ fn take_rss_key(p: &Port, rss: &mut Rss, conf: &ffi::rte_eth_rss_conf) -> Result
 
 unsafe extern "C" fn dev_start(dev: *mut rte_eth_dev) -> c_int {
     let p = port(dev);
+    // The phase is checked under the lock: a reset begins under it too.
+    let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
     if let Err(e) = refuse_if_resetting(p) {
         return e;
     }
-    let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
     if ctrl.started {
         return 0;
     }
@@ -423,7 +424,7 @@ fn start_locked(p: &Port, ctrl: &mut Ctrl) -> Result<(), StartError> {
         .ok_or_else(|| (String::from("the device is gone"), neg(libc::ENODEV)))?;
     queues::register_all_pools(p, dev);
     let built = queues::build(p, dev, &plan)?;
-    queues::attach(p, ctrl, built).map_err(|(e, _running)| e)
+    queues::attach(p, ctrl, built)
 }
 
 /// Link status and queue states follow the port state; a queue set up with
@@ -527,9 +528,9 @@ unsafe extern "C" fn tx_queue_stop(dev: *mut rte_eth_dev, qid: u16) -> c_int {
 unsafe extern "C" fn dev_stop(dev: *mut rte_eth_dev) -> c_int {
     let p = port(dev);
     let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    // During a reset only the wish is recorded: recovery then leaves the
-    // queues down.
-    if ctrl.started && p.reset.phase() == Phase::Active {
+    // Whatever the reset phase, queues that are up come down; a recovery
+    // that has yet to rebuild sees `started` false and leaves them down.
+    if ctrl.running.is_some() {
         stop_locked(p, &mut ctrl, dev);
     }
     ctrl.started = false;
@@ -566,7 +567,7 @@ unsafe extern "C" fn dev_close(dev: *mut rte_eth_dev) -> c_int {
     // Cancels a recovery in progress and waits for its thread (unless this
     // is that thread, or the interrupt thread that has yet to start it).
     p.reset.cancel_and_wait();
-    {
+    let device = {
         let mut ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
         if ctrl.running.is_some() {
             stop_locked(p, &mut ctrl, dev);
@@ -579,9 +580,9 @@ unsafe extern "C" fn dev_close(dev: *mut rte_eth_dev) -> c_int {
         for i in 0..d.nb_tx_queues {
             release_txq(d, i);
         }
-        p.mr.lock().unwrap_or_else(|e| e.into_inner()).detach();
-        drop(ctrl.dev.take());
-    }
+        ctrl.dev.take()
+    };
+    crate::reset::close_device(p, device);
     info!("{}: closed", p.name);
     // SAFETY: ethdev releases the port after this returns.
     unsafe { crate::port::free_private(dev) };

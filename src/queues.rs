@@ -271,9 +271,10 @@ pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built, StartError> {
 
 /// Attaches built rings to the queues, posts receive buffers, points the rx
 /// interrupt vectors at the new channels and keeps the verbs objects in
-/// `ctrl`. Gates stay closed; the caller opens them. On failure nothing
-/// stays attached (the caller drops the returned objects).
-pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<(), (StartError, Running)> {
+/// `ctrl`. Gates stay closed; the caller opens them. On failure the verbs
+/// objects are destroyed before the posted buffers are freed, so the device
+/// writes into none of them, and nothing stays attached.
+pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<(), StartError> {
     let d = p.data();
     let Built {
         running,
@@ -302,8 +303,9 @@ pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<(), (StartError
                 "rx queue {i}: its mempool cannot fill {} buffers",
                 q.nb_desc()
             );
+            drop(running);
             detach_all(d);
-            return Err(((msg, e), running));
+            return Err((msg, e));
         }
     }
     if !running.rx.is_empty() && running.rx[0].channel.is_some() {
@@ -313,8 +315,9 @@ pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<(), (StartError
             .filter_map(|v| v.channel.as_ref().map(|c| c.fd()))
             .collect();
         if let Err(e) = crate::intr::enable_rx_vectors(p, &fds) {
+            drop(running);
             detach_all(d);
-            return Err(((String::from("rx interrupt vectors"), e), running));
+            return Err((String::from("rx interrupt vectors"), e));
         }
     }
     ctrl.running = Some(running);

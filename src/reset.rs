@@ -94,14 +94,19 @@ fn emit(port: &Port, event: ffi::rte_eth_event_type) {
 
 /// EAL interrupt thread: the device reported a fatal error.
 pub fn on_device_fatal(port: Arc<Port>) {
-    if !port.reset.handoff.begin() {
-        return;
+    {
+        // Under the control lock, so no control op that saw the port active
+        // reopens a gate (or frees a queue) after this closes them.
+        let _ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        if !port.reset.handoff.begin() {
+            return;
+        }
+        queues::close_gates(port.data());
     }
     warn!(
         "{}: device reset (IBV_EVENT_DEVICE_FATAL): stopping traffic and recovering",
         port.name
     );
-    queues::close_gates(port.data());
     // This handler's fd dies with the old context; it cannot unregister
     // itself synchronously from inside its own callback.
     crate::intr::uninstall(&port, false);
@@ -152,8 +157,10 @@ fn recover(port: Arc<Port>) {
                 "{}: the PCI function was removed; close the port",
                 port.name
             );
+            // Read first: a callback may close the port, zeroing its data.
+            let rmv = port.data().dev_conf.intr_conf.rmv() != 0;
             emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
-            if port.data().dev_conf.intr_conf.rmv() != 0 {
+            if rmv {
                 emit(&port, ffi::RTE_ETH_EVENT_INTR_RMV);
             }
         }
@@ -193,8 +200,20 @@ fn teardown(port: &Port) {
             );
         }
     }
+    close_device(port, dev);
+}
+
+/// Lets go of the port's device context: deregisters the memory, stops
+/// watching its async fd, then closes it. Off the interrupt thread this waits
+/// until the async handler cannot be running on the context; on it, the
+/// running handler is the caller's own and finds the context gone on return.
+pub fn close_device(port: &Port, dev: Option<Device>) {
     port.mr.lock().unwrap_or_else(|e| e.into_inner()).detach();
-    crate::intr::wait_released(port);
+    crate::intr::uninstall(port, false);
+    // SAFETY: FFI query.
+    if unsafe { ffi::rte_thread_is_intr() } == 0 {
+        crate::intr::wait_released(port);
+    }
     port.ctx.store(std::ptr::null_mut(), Ordering::Release);
     drop(dev);
 }
@@ -254,16 +273,27 @@ fn find_device(port: &Port) -> Option<Device> {
 }
 
 /// Installs the new device and, if the application had the port started,
-/// rebuilds the queues and reopens the gates.
+/// rebuilds the queues and reopens the gates. A device not installed in the
+/// end is closed again, leaving nothing that points at it.
 fn rebuild(port: &Arc<Port>, dev: Device) -> Outcome {
-    port.ctx.store(dev.ctx.as_ptr(), Ordering::Release);
+    let mut dev = Some(dev);
+    let outcome = install(port, &mut dev);
+    if dev.is_some() {
+        close_device(port, dev);
+    }
+    outcome
+}
+
+/// [`rebuild`]'s work; takes `dev` into the control state on success.
+fn install(port: &Arc<Port>, dev: &mut Option<Device>) -> Outcome {
+    let d = dev.as_ref().expect("a device to install");
+    port.ctx.store(d.ctx.as_ptr(), Ordering::Release);
     if let Err(e) = crate::intr::install(port) {
         return Outcome::Failed(format!("device event handler: {e}"));
     }
-    queues::register_all_pools(port, &dev);
+    queues::register_all_pools(port, d);
     // Secondaries map the new page while every gate is still closed.
     crate::mp::remap_secondaries(port);
-    let mut dev = Some(dev);
     // The queue configuration may change under us (an application ignoring
     // ERR_RECOVERING); retry on a stale plan, a few times.
     for _ in 0..4 {
@@ -292,9 +322,7 @@ fn rebuild(port: &Arc<Port>, dev: Device) -> Outcome {
             drop(built);
             continue;
         }
-        if let Err(((m, _), running)) = queues::attach(port, &mut ctrl, built) {
-            drop(ctrl);
-            drop(running);
+        if let Err((m, _)) = queues::attach(port, &mut ctrl, built) {
             return Outcome::Failed(m);
         }
         ctrl.dev = dev.take();
@@ -309,10 +337,17 @@ fn rebuild(port: &Arc<Port>, dev: Device) -> Outcome {
 /// EAL device-event callback: the PCI function is gone for good.
 pub fn on_device_removed(port: &Port) {
     port.reset.mark_removed();
-    let phase = port.reset.phase();
-    if phase == Phase::Active {
-        port.reset.handoff.set_phase(Phase::Failed);
-        queues::close_gates(port.data());
+    let failed = {
+        // As in on_device_fatal: no control op reopens what this closes.
+        let _ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        let active = port.reset.phase() == Phase::Active;
+        if active {
+            port.reset.handoff.set_phase(Phase::Failed);
+            queues::close_gates(port.data());
+        }
+        active
+    };
+    if failed {
         error!(
             "{}: the PCI function was removed; close the port",
             port.name
@@ -346,18 +381,28 @@ pub fn watch_removal(port: &Port) {
     }
 }
 
+/// Removes the registration made by `watch_removal`. While the callback
+/// runs on another thread this waits, as the port is freed next; on the
+/// interrupt thread the running callback is the caller's own.
 pub fn unwatch_removal(port: &Port) {
     let name = std::ffi::CString::new(port.pci.to_string()).expect("no NUL in a PCI address");
-    // SAFETY: removes the registration made by `watch_removal`; -EAGAIN
-    // (the callback is running, maybe on this thread) leaves it to find no
-    // port next time.
-    unsafe {
-        ffi::rte_dev_event_callback_unregister(
-            name.as_ptr(),
-            Some(on_dev_event),
-            usize::from(port.port_id) as *mut std::ffi::c_void,
-        )
-    };
+    loop {
+        // SAFETY: unregistering our own callback; FFI query.
+        let (ret, on_intr) = unsafe {
+            (
+                ffi::rte_dev_event_callback_unregister(
+                    name.as_ptr(),
+                    Some(on_dev_event),
+                    usize::from(port.port_id) as *mut std::ffi::c_void,
+                ),
+                ffi::rte_thread_is_intr() != 0,
+            )
+        };
+        if ret != -libc::EAGAIN || on_intr {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 unsafe extern "C" fn on_dev_event(
@@ -381,7 +426,7 @@ unsafe extern "C" fn on_dev_event(
     if p.is_null() {
         return;
     }
-    // SAFETY: checked above; the port is not closed while EAL runs its
-    // device callbacks on this thread.
+    // SAFETY: checked above; closing the port waits for this callback
+    // (`unwatch_removal`) unless the close runs inside it.
     on_device_removed(unsafe { &*p });
 }
