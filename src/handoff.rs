@@ -31,6 +31,8 @@ pub enum Phase {
 struct State {
     phase: Phase,
     cancel: bool,
+    /// The device reset again while recovering: the recovery starts over.
+    again: bool,
     /// The interrupt thread has decided (started a thread, or not) since
     /// the last `begin`: a closer waits for this, never for a thread that
     /// no one will start.
@@ -57,6 +59,7 @@ impl Handoff {
             state: Mutex::new(State {
                 phase: Phase::Active,
                 cancel: false,
+                again: false,
                 decided: true,
                 thread: None,
             }),
@@ -82,15 +85,42 @@ impl Handoff {
     }
 
     /// Interrupt thread: Active -> Recovering. False if a recovery already
-    /// runs, failed, or the port is closed.
+    /// runs (which then starts over), failed, or the port is closed.
     pub fn begin(&self) -> bool {
         let mut st = self.lock();
-        if st.phase != Phase::Active {
-            return false;
+        match st.phase {
+            Phase::Active => {}
+            Phase::Recovering => {
+                st.again = true;
+                return false;
+            }
+            Phase::Failed | Phase::Closed => return false,
         }
         st.phase = Phase::Recovering;
         st.cancel = false;
+        st.again = false;
         st.decided = false;
+        true
+    }
+
+    /// Recovery thread, on tearing the old device down: resets it reported
+    /// before are moot.
+    pub fn forget_again(&self) {
+        self.lock().again = false;
+    }
+
+    /// Recovery thread, rebuilt: Recovering -> Active, unless the device
+    /// reset again meanwhile (false: recover again). Atomic with `begin`, so
+    /// a reset is never lost between the two.
+    pub fn activate(&self) -> bool {
+        let mut st = self.lock();
+        if st.again {
+            st.again = false;
+            return false;
+        }
+        st.phase = Phase::Active;
+        drop(st);
+        self.changed.notify_all();
         true
     }
 

@@ -38,6 +38,8 @@ pub const ERR_HANDLE_MODE: ffi::rte_eth_err_handle_mode = ffi::RTE_ETH_ERROR_HAN
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the recovery thread looks for the device.
 const POLL: Duration = Duration::from_millis(50);
+/// Rebuilds tried per reset before giving up.
+const REBUILD_ATTEMPTS: u32 = 3;
 
 pub use crate::handoff::Phase;
 use crate::handoff::{Handoff, Start};
@@ -134,11 +136,18 @@ enum Outcome {
 /// The recovery thread.
 fn recover(port: Arc<Port>) {
     let t0 = Instant::now();
-    let outcome = run(&port);
+    let outcome = loop {
+        match run(&port) {
+            Outcome::Recovered if !port.reset.handoff.activate() => warn!(
+                "{}: the device reset again as it came back; recovering again",
+                port.name
+            ),
+            o => break o,
+        }
+    };
     // Every lock is dropped here; the events may re-enter the driver.
     match outcome {
         Outcome::Recovered => {
-            port.reset.handoff.set_phase(Phase::Active);
             info!(
                 "{}: recovered from the device reset in {:?}",
                 port.name,
@@ -169,15 +178,28 @@ fn recover(port: Arc<Port>) {
 }
 
 fn run(port: &Arc<Port>) -> Outcome {
-    teardown(port);
-    if port.reset.handoff.cancelled() {
-        return Outcome::Cancelled;
+    let mut attempt = 1;
+    loop {
+        teardown(port);
+        port.reset.handoff.forget_again();
+        if port.reset.handoff.cancelled() {
+            return Outcome::Cancelled;
+        }
+        let dev = match wait_for_device(port) {
+            Ok(d) => d,
+            Err(o) => return o,
+        };
+        match rebuild(port, dev) {
+            // The device may have died again under the rebuild.
+            Outcome::Failed(why) if attempt < REBUILD_ATTEMPTS => warn!(
+                "{}: rebuilding after the reset failed ({why}); starting over (attempt {} of {REBUILD_ATTEMPTS})",
+                port.name,
+                attempt + 1
+            ),
+            o => return o,
+        }
+        attempt += 1;
     }
-    let dev = match wait_for_device(port) {
-        Ok(d) => d,
-        Err(o) => return o,
-    };
-    rebuild(port, dev)
 }
 
 /// Takes the dead device and its queues out of the control state and
@@ -185,6 +207,9 @@ fn run(port: &Arc<Port>) -> Outcome {
 fn teardown(port: &Port) {
     let (running, dev) = {
         let mut ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        // Closed already, unless a rebuild opened them before the device
+        // reset again.
+        queues::close_gates(port.data());
         (ctrl.running.take(), ctrl.dev.take())
     };
     crate::intr::disable_rx_vectors(port);

@@ -165,6 +165,66 @@ fn many_resets_under_multiqueue_traffic_recover_in_order_and_lose_no_mbuf() {
     assert!(!out.contains("FAILED"), "{out}");
 }
 
+/// The device resets again while the driver rebuilds on its return (inside
+/// the third object it creates, which then fails with EIO): recovery starts
+/// over rather than giving up or leaving a dead port looking healthy.
+#[test]
+fn a_reset_during_the_rebuild_is_recovered_from_too() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-rebuild", pair(200)).unwrap();
+    let mut t = spawn(&env, &["--forward-mode=txonly"]);
+    t.cmd("port stop all").unwrap();
+    let baseline = mbufs_in_use(&mut t);
+    t.cmd("port start all").unwrap();
+    t.cmd("start").unwrap();
+    reset(&t);
+    t.fault_at(
+        Fault::Reset {
+            pci: PCI.into(),
+            down_ms: None,
+            new_name: None,
+        },
+        Trigger::AtCreate(3),
+    )
+    .unwrap();
+    // Recovered in the end: the device sends again.
+    let tx0 = t
+        .wait_device(Duration::from_secs(20), |c| {
+            c.port(MAC0).is_some_and(|p| p.tx_packets > 0)
+        })
+        .unwrap()
+        .port(MAC0)
+        .unwrap()
+        .tx_packets;
+    for port in 0..2 {
+        wait_for_events(
+            &t,
+            port,
+            "error recovery successful",
+            1,
+            Duration::from_secs(20),
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    t.wait_device(Duration::from_secs(10), |c| {
+        c.port(MAC0).is_some_and(|p| p.tx_packets > tx0 + 1000)
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.output()));
+    t.cmd("stop").unwrap();
+    t.cmd("port stop all").unwrap();
+    let after = mbufs_in_use(&mut t);
+    let out = t.quit().unwrap();
+    for port in 0..2 {
+        let seq = event_sequence(&out, port);
+        // One recovery that started over, or two back to back.
+        assert!(
+            seq == ["RECOVERING", "SUCCESS"] || seq == ["RECOVERING", "SUCCESS"].repeat(2),
+            "port {port} events {seq:?}\n{out}"
+        );
+    }
+    assert_eq!(after, baseline, "mbufs in use after the double reset");
+}
+
 #[test]
 fn resets_at_random_points_inside_bursts_and_control_operations_leave_a_working_port() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -194,12 +194,17 @@ pub enum Trigger {
     AfterMs(u64),
     /// Once the device has moved this many more packets (TX + RX, all ports).
     AfterPackets(u64),
+    /// Inside the n-th object creation from now (PD, MR, CQ, WQ, indirection
+    /// table or QP), before it is carried out: a reset or removal then fails
+    /// that call with EIO, as a device dying under a driver's setup would.
+    AtCreate(u64),
 }
 
 struct Scheduled {
     fault: Fault,
     due_at: Option<Instant>,
     due_packets: Option<u64>,
+    due_create: Option<u64>,
 }
 
 // ---------------------------------------------------------------------------
@@ -396,6 +401,8 @@ pub struct State {
     retired: Vec<QueueReport>,
     faults: Vec<Scheduled>,
     alloc_fail: u32,
+    /// Object creations so far (for `Trigger::AtCreate`).
+    creates: u64,
     cqe_delay: Option<(Duration, u32)>,
     cqe_corrupt: u32,
     packets_moved: u64,
@@ -580,6 +587,7 @@ impl Emulator {
             retired: Vec::new(),
             faults: Vec::new(),
             alloc_fail: 0,
+            creates: 0,
             cqe_delay: None,
             cqe_corrupt: 0,
             packets_moved: 0,
@@ -715,7 +723,26 @@ impl State {
         Ok(c)
     }
 
+    /// Every object creation passes here: fires the faults due at it, then
+    /// takes a pending allocation failure.
     fn take_alloc_fail(&mut self) -> Res<()> {
+        self.creates += 1;
+        let n = self.creates;
+        let mut due = Vec::new();
+        self.faults.retain(|f| {
+            let hit = f.due_create == Some(n);
+            if hit {
+                due.push(f.fault.clone());
+            }
+            !hit
+        });
+        for f in due {
+            let kills = matches!(f, Fault::Reset { .. } | Fault::HotRemove { .. });
+            let _ = self.apply_fault(f);
+            if kills {
+                return Err(EIO);
+            }
+        }
         if self.alloc_fail > 0 {
             self.alloc_fail -= 1;
             return Err(ENOMEM);
@@ -1388,6 +1415,7 @@ impl State {
                     fault,
                     due_at: Some(Instant::now() + Duration::from_millis(ms)),
                     due_packets: None,
+                    due_create: None,
                 });
                 Ok(())
             }
@@ -1396,6 +1424,16 @@ impl State {
                     fault,
                     due_at: None,
                     due_packets: Some(self.packets_moved + n),
+                    due_create: None,
+                });
+                Ok(())
+            }
+            Trigger::AtCreate(n) => {
+                self.faults.push(Scheduled {
+                    fault,
+                    due_at: None,
+                    due_packets: None,
+                    due_create: Some(self.creates + n.max(1)),
                 });
                 Ok(())
             }

@@ -552,11 +552,11 @@ impl Testpmd {
     }
 
     pub fn fault(&self, fault: Fault) -> Result<(), String> {
-        self.request(&Request::Fault {
-            fault,
-            trigger: Trigger::Now,
-        })
-        .map(|_| ())
+        self.fault_at(fault, Trigger::Now)
+    }
+
+    pub fn fault_at(&self, fault: Fault, trigger: Trigger) -> Result<(), String> {
+        self.request(&Request::Fault { fault, trigger }).map(|_| ())
     }
 
     pub fn inject(&self, mac: &str, frames: &[Vec<u8>]) -> Result<(), String> {

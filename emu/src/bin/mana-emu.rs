@@ -4,7 +4,7 @@
 //! mana-emu sysfs <config.toml>            create the fake PCI + IB sysfs trees
 //! mana-emu example-config                 print a commented configuration
 //! mana-emu counters [SOCKET-OPTS] [--mac M]
-//! mana-emu inject [SOCKET-OPTS] <fault> [fault options] [--after-ms N | --after-packets N]
+//! mana-emu inject [SOCKET-OPTS] <fault> [fault options] [--after-ms N | --after-packets N | --at-create N]
 //!     reset --pci P [--down-ms N] [--new-name NAME] | hot-remove --pci P
 //!     link-down --mac M | link-up --mac M | tx-pause --mac M | tx-resume --mac M
 //!     cqe-delay --ms N --count N | cqe-corrupt --count N | alloc-fail --count N
@@ -88,6 +88,8 @@ fn fault(a: &mut Args) -> Result<(Fault, Trigger), String> {
         Trigger::AfterMs(ms.parse().map_err(|_| "--after-ms: not a number")?)
     } else if let Some(n) = a.take_opt("--after-packets") {
         Trigger::AfterPackets(n.parse().map_err(|_| "--after-packets: not a number")?)
+    } else if let Some(n) = a.take_opt("--at-create") {
+        Trigger::AtCreate(n.parse().map_err(|_| "--at-create: not a number")?)
     } else {
         Trigger::Now
     };
