@@ -202,9 +202,17 @@ pub enum Trigger {
 
 struct Scheduled {
     fault: Fault,
-    due_at: Option<Instant>,
-    due_packets: Option<u64>,
-    due_create: Option<u64>,
+    due: Due,
+}
+
+/// When a scheduled fault fires.
+#[derive(Clone, Copy, PartialEq)]
+enum Due {
+    At(Instant),
+    /// When `packets_moved` reaches this.
+    Packets(u64),
+    /// At this value of `creates`.
+    Create(u64),
 }
 
 // ---------------------------------------------------------------------------
@@ -730,7 +738,7 @@ impl State {
         let n = self.creates;
         let mut due = Vec::new();
         self.faults.retain(|f| {
-            let hit = f.due_create == Some(n);
+            let hit = f.due == Due::Create(n);
             if hit {
                 due.push(f.fault.clone());
             }
@@ -1408,36 +1416,14 @@ impl State {
 
     pub fn schedule(&mut self, fault: Fault, trigger: Trigger) -> Res<()> {
         self.validate_fault(&fault)?;
-        match trigger {
-            Trigger::Now => self.apply_fault(fault),
-            Trigger::AfterMs(ms) => {
-                self.faults.push(Scheduled {
-                    fault,
-                    due_at: Some(Instant::now() + Duration::from_millis(ms)),
-                    due_packets: None,
-                    due_create: None,
-                });
-                Ok(())
-            }
-            Trigger::AfterPackets(n) => {
-                self.faults.push(Scheduled {
-                    fault,
-                    due_at: None,
-                    due_packets: Some(self.packets_moved + n),
-                    due_create: None,
-                });
-                Ok(())
-            }
-            Trigger::AtCreate(n) => {
-                self.faults.push(Scheduled {
-                    fault,
-                    due_at: None,
-                    due_packets: None,
-                    due_create: Some(self.creates + n.max(1)),
-                });
-                Ok(())
-            }
-        }
+        let due = match trigger {
+            Trigger::Now => return self.apply_fault(fault),
+            Trigger::AfterMs(ms) => Due::At(Instant::now() + Duration::from_millis(ms)),
+            Trigger::AfterPackets(n) => Due::Packets(self.packets_moved + n),
+            Trigger::AtCreate(n) => Due::Create(self.creates + n.max(1)),
+        };
+        self.faults.push(Scheduled { fault, due });
+        Ok(())
     }
 
     fn adapter_by_pci(&self, pci: &str) -> Res<usize> {
@@ -1615,8 +1601,11 @@ impl State {
         let moved = self.packets_moved;
         let mut due = Vec::new();
         self.faults.retain_mut(|s| {
-            let hit =
-                s.due_at.is_some_and(|t| now >= t) || s.due_packets.is_some_and(|n| moved >= n);
+            let hit = match s.due {
+                Due::At(t) => now >= t,
+                Due::Packets(n) => moved >= n,
+                Due::Create(_) => false,
+            };
             if hit {
                 due.push(s.fault.clone());
             }
