@@ -16,6 +16,10 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
+# An earlier setup.sh wrote this file without Signed-By, which apt refuses
+# next to a deb822 entry with Signed-By; it is ours, so take it back.
+rm -f /etc/apt/sources.list.d/net-mana-deb-src.sources
+
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -25,28 +29,23 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# deb-src for bookworm, so the matching DPDK source can be fetched.
-if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
-    cat > /etc/apt/sources.list.d/net-mana-deb-src.sources <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-SRC
-    apt-get update -qq
-fi
-
+# The DPDK source of exactly the installed version. apt needs deb-src
+# entries for it; they are derived from this machine's own apt sources (same
+# URIs, suites and Signed-By: a machine may use a local mirror) and used
+# through a private apt configuration under $CACHE, so /etc/apt is never
+# touched and cannot end up with conflicting entries.
 ver=$(dpkg-query -W -f='${Version}' libdpdk-dev)
 upstream=${ver%%-*}
 src="$CACHE/dpdk-stable-$upstream"
 if [ ! -f "$src/lib/ethdev/ethdev_driver.h" ]; then
-    mkdir -p "$CACHE"
-    ( cd "$CACHE" && apt-get source -qq --download-only "dpdk=$ver" >/dev/null 2>&1 )
+    . /etc/os-release
+    apt_dir="$CACHE/apt"
+    mkdir -p "$apt_dir/lists/partial" "$apt_dir/parts"
+    /usr/bin/python3 "$(dirname "$0")/lib/deb_src.py" "${VERSION_CODENAME:-bookworm}" "$apt_dir/deb-src.sources"
+    apt_src=(-o "Dir::Etc::SourceList=$apt_dir/deb-src.sources" -o "Dir::Etc::SourceParts=$apt_dir/parts"
+             -o "Dir::State::Lists=$apt_dir/lists" -o APT::Sandbox::User=root)
+    apt-get -qq "${apt_src[@]}" update
+    ( cd "$CACHE" && apt-get -qq "${apt_src[@]}" source --download-only "dpdk=$ver" >/dev/null )
     tar -C "$CACHE" -xf "$CACHE/dpdk_${upstream}.orig.tar.xz"
 fi
 test -f "$src/lib/ethdev/ethdev_driver.h" || { echo "setup.sh: DPDK source not found at $src" >&2; exit 1; }
