@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 REL = REPO / "target" / "release"
 OUT = REPO / "target" / "bench"
-EMU_LIB = REL / "libmana_emu.so"
+EMU_LIB = REL / "examples" / "libmana_emu.so"
 EMU_CLI = REL / "mana-emu"
 PACE_LIB = OUT / "libbench_pace.so"
 UPSTREAM = REPO / "target" / "upstream-c"

@@ -15,7 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release -p net_mana -p mana-emu
+# The preload library is an example target of mana-emu; the CLI a bin.
+cargo build --release -p net_mana -p mana-emu --lib --bins --examples
 bash tests/upstream/build-c-driver.sh >/dev/null
 mkdir -p target/bench
 # shellcheck disable=SC2046

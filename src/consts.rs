@@ -26,6 +26,10 @@ pub const RSS_IPV6: u64 = 1 << 8;
 pub const RSS_FRAG_IPV6: u64 = 1 << 9;
 pub const RSS_NONFRAG_IPV6_TCP: u64 = 1 << 10;
 pub const RSS_NONFRAG_IPV6_UDP: u64 = 1 << 11;
+pub const RSS_NONFRAG_IPV6_OTHER: u64 = 1 << 13;
+pub const RSS_IPV6_EX: u64 = 1 << 15;
+pub const RSS_IPV6_TCP_EX: u64 = 1 << 16;
+pub const RSS_IPV6_UDP_EX: u64 = 1 << 17;
 
 pub const LINK_SPEED_100G: u32 = 1 << 14;
 pub const SPEED_NUM_100G: u32 = 100_000;

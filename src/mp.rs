@@ -16,10 +16,12 @@ use crate::port::Port;
 use ::log::{error, info, warn};
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 const MP_NAME: &CStr = c"net_mana_mp";
 const TIMEOUT_S: i64 = 5;
+/// Tries to hand secondaries a new doorbell page before a recovery fails.
+const REMAP_ATTEMPTS: u32 = 3;
 const PAGE: usize = gdma::DOORBELL_PAGE_SIZE;
 
 /// Request kinds.
@@ -40,6 +42,8 @@ struct Param {
     len: u64,
     region: [u64; 2],
     lkey: u32,
+    /// The doorbell source's generation, for DOORBELL_FD and REMAP.
+    generation: u64,
     /// The PCI device name (NUL-terminated), for PORTS.
     device: DeviceName,
 }
@@ -126,8 +130,14 @@ fn param(m: &ffi::rte_mp_msg) -> Option<Param> {
     Some(unsafe { std::ptr::read_unaligned(m.param.as_ptr() as *const Param) })
 }
 
-/// Sends a request and returns the replies (empty when no peer answered).
-fn request(req: &mut ffi::rte_mp_msg) -> Vec<ffi::rte_mp_msg> {
+/// EAL keeps one pending request per name and refuses a second one, and
+/// every request here has the same name: this process sends one at a time.
+static IPC: Mutex<()> = Mutex::new(());
+
+/// Sends a request and returns the replies; an error when it could not be
+/// sent, or when a peer it was sent to did not answer in time.
+fn request(req: &mut ffi::rte_mp_msg) -> Result<Vec<ffi::rte_mp_msg>, String> {
+    let _one = IPC.lock().unwrap_or_else(|e| e.into_inner());
     let mut reply = ffi::rte_mp_reply::default();
     let ts = ffi::timespec {
         tv_sec: TIMEOUT_S,
@@ -135,6 +145,7 @@ fn request(req: &mut ffi::rte_mp_msg) -> Vec<ffi::rte_mp_msg> {
     };
     // SAFETY: valid request, reply and timeout; EAL mallocs `msgs`.
     let ret = unsafe { ffi::rte_mp_request_sync(req, &mut reply, &ts) };
+    let errno = ffi::rte_errno();
     let mut out = Vec::new();
     if !reply.msgs.is_null() {
         for i in 0..reply.nb_received.max(0) as usize {
@@ -144,13 +155,18 @@ fn request(req: &mut ffi::rte_mp_msg) -> Vec<ffi::rte_mp_msg> {
         // SAFETY: allocated by EAL with malloc, ours to free.
         unsafe { libc::free(reply.msgs as *mut c_void) };
     }
-    if ret != 0 || reply.nb_received < reply.nb_sent {
-        warn!(
-            "multi-process request: {} of {} peers answered",
-            reply.nb_received, reply.nb_sent
-        );
+    if ret != 0 {
+        return Err(format!(
+            "the multi-process request could not be sent (rte_errno {errno})"
+        ));
     }
-    out
+    if reply.nb_received < reply.nb_sent {
+        return Err(format!(
+            "{} of {} processes answered within {TIMEOUT_S} s",
+            reply.nb_received, reply.nb_sent
+        ));
+    }
+    Ok(out)
 }
 
 fn register_action(handler: unsafe extern "C" fn(*const ffi::rte_mp_msg, *const c_void) -> c_int) {
@@ -194,7 +210,9 @@ unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_v
         return -1;
     };
     let mut out = p;
-    let mut reply = msg(&out);
+    let mut fd = None;
+    // Held until the reply is sent: the fd in it stays open until then.
+    let mut _source = None;
     match (p.kind, primary_port(p.port_id)) {
         (PORTS, _) => {
             let device = p.device.as_str();
@@ -207,14 +225,15 @@ unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_v
                 .fold(0, |mask, ib| mask | 1 << ib);
         }
         (DOORBELL_FD, Some(port)) => {
-            let ctx = port.ctx.load(Ordering::Acquire);
-            if ctx.is_null() {
+            let src = port.doorbell.lock().unwrap_or_else(|e| e.into_inner());
+            out.generation = src.generation;
+            if src.fd < 0 {
+                // Between contexts (a reset): the new page comes with REMAP.
                 out.result = -libc::EAGAIN;
             } else {
-                reply.num_fds = 1;
-                // SAFETY: a live context.
-                reply.fds[0] = unsafe { (*ctx).cmd_fd };
+                fd = Some(src.fd);
             }
+            _source = Some(src);
         }
         (REGISTER, Some(port)) => {
             let mut reg = port.mr.lock().unwrap_or_else(|e| e.into_inner());
@@ -228,38 +247,53 @@ unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_v
         }
         _ => out.result = -libc::ENODEV,
     }
-    let fds = (reply.num_fds, reply.fds);
-    reply = msg(&out);
-    (reply.num_fds, reply.fds) = fds;
-    // SAFETY: replying to the peer EAL gave us.
+    let mut reply = msg(&out);
+    if let Some(fd) = fd {
+        reply.num_fds = 1;
+        reply.fds[0] = fd;
+    }
+    // SAFETY: replying to the peer EAL gave us; the fd, if any, is open
+    // (its source's lock is held).
     unsafe { ffi::rte_mp_reply(&mut reply, peer as *const std::ffi::c_char) }
 }
 
 /// Primary, after a reset: makes every secondary map the new device's
-/// doorbell page before the gates reopen.
-pub fn remap_secondaries(port: &Port) {
-    let ctx = port.ctx.load(Ordering::Acquire);
-    if ctx.is_null() {
-        return;
+/// doorbell page before the gates reopen. An error names what failed: a
+/// secondary left on the old page would ring doorbells nobody hears.
+pub fn remap_secondaries(port: &Port) -> Result<(), String> {
+    let src = *port.doorbell.lock().unwrap_or_else(|e| e.into_inner());
+    if src.fd < 0 || !is_primary() {
+        return Ok(());
     }
-    let mut req = msg(&Param {
-        kind: REMAP,
-        port_id: port.port_id,
-        ..Param::default()
-    });
-    req.num_fds = 1;
-    // SAFETY: a live context.
-    req.fds[0] = unsafe { (*ctx).cmd_fd };
-    for r in request(&mut req) {
-        if let Some(p) = param(&r) {
-            if p.result != 0 {
-                error!(
-                    "{}: a secondary process could not map the new doorbell page ({})",
-                    port.name, p.result
-                );
-            }
-        }
+    let mut last = String::new();
+    for attempt in 1..=REMAP_ATTEMPTS {
+        let mut req = msg(&Param {
+            kind: REMAP,
+            port_id: port.port_id,
+            generation: src.generation,
+            ..Param::default()
+        });
+        req.num_fds = 1;
+        // The recovery thread calling this keeps the context open.
+        req.fds[0] = src.fd;
+        last = match request(&mut req) {
+            Ok(replies) => match replies.iter().filter_map(param).find(|p| p.result != 0) {
+                None => return Ok(()),
+                Some(p) => format!(
+                    "a secondary process could not map the new doorbell page (errno {})",
+                    -p.result
+                ),
+            },
+            Err(e) => e,
+        };
+        warn!(
+            "{}: handing secondaries the new doorbell page: {last} (attempt {attempt} of {REMAP_ATTEMPTS})",
+            port.name
+        );
     }
+    Err(format!(
+        "secondary processes were not handed the new doorbell page: {last}"
+    ))
 }
 
 /// Maps a uverbs fd's doorbell page into this process.
@@ -278,6 +312,34 @@ fn map_page(fd: c_int) -> Option<*mut u8> {
     (p != libc::MAP_FAILED).then_some(p as *mut u8)
 }
 
+/// The generation of the page each port's entry in [`DOORBELLS`] maps, in
+/// a secondary. Changes only under this lock.
+static SECONDARY_GENERATIONS: Mutex<[u64; ffi::RTE_MAX_ETHPORTS as usize]> =
+    Mutex::new([0; ffi::RTE_MAX_ETHPORTS as usize]);
+
+/// Secondary: maps `fd`'s doorbell page for `port_id` unless a newer one is
+/// mapped already (a REMAP and an attach's DOORBELL_FD answer may arrive in
+/// either order). Bursts are gated while the primary hands out pages.
+fn install_page(port_id: u16, fd: c_int, generation: u64) -> Result<(), c_int> {
+    let mut gens = SECONDARY_GENERATIONS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let i = usize::from(port_id);
+    if generation < gens[i] {
+        return Ok(());
+    }
+    let page = map_page(fd).ok_or(-libc::ENOMEM)?;
+    gens[i] = generation;
+    let old = DOORBELLS[i].swap(page, Ordering::AcqRel);
+    if !old.is_null() {
+        // SAFETY: our previous mapping of this port's page; no burst uses it:
+        // the primary hands out pages with every gate of the port closed,
+        // and an attaching port has no burst yet.
+        unsafe { libc::munmap(old as *mut c_void, PAGE) };
+    }
+    Ok(())
+}
+
 unsafe extern "C" fn secondary_handler(m: *const ffi::rte_mp_msg, peer: *const c_void) -> c_int {
     // SAFETY: EAL passes a valid message.
     let m = unsafe { &*m };
@@ -285,24 +347,14 @@ unsafe extern "C" fn secondary_handler(m: *const ffi::rte_mp_msg, peer: *const c
         return -1;
     };
     let mut out = p;
-    if p.kind == REMAP && m.num_fds == 1 {
-        match map_page(m.fds[0]) {
-            Some(page) => {
-                let old = DOORBELLS[usize::from(p.port_id)].swap(page, Ordering::AcqRel);
-                if !old.is_null() {
-                    // SAFETY: our previous mapping; bursts are gated while
-                    // the primary remaps (its gates are closed).
-                    unsafe { libc::munmap(old as *mut c_void, PAGE) };
-                }
-                out.result = 0;
-            }
-            None => out.result = -libc::ENOMEM,
-        }
-        // SAFETY: EAL passed the fd to us; the mapping keeps the page.
+    out.result = if p.kind == REMAP && m.num_fds == 1 {
+        let r = install_page(p.port_id, m.fds[0], p.generation);
+        // SAFETY: EAL passed the fd to us; a mapping keeps the page.
         unsafe { libc::close(m.fds[0]) };
+        r.err().unwrap_or(0)
     } else {
-        out.result = -libc::EINVAL;
-    }
+        -libc::EINVAL
+    };
     let mut reply = msg(&out);
     // SAFETY: replying to the peer EAL gave us.
     unsafe { ffi::rte_mp_reply(&mut reply, peer as *const std::ffi::c_char) }
@@ -317,7 +369,10 @@ pub fn register_remote(port_id: u16, addr: usize, len: usize) -> Option<Region> 
         len: len as u64,
         ..Param::default()
     });
-    let p = param(request(&mut req).first()?)?;
+    let replies = request(&mut req)
+        .map_err(|e| warn!("port {port_id}: registering memory through the primary: {e}"))
+        .ok()?;
+    let p = param(replies.first()?)?;
     (p.result == 0).then_some(Region {
         start: p.region[0] as usize,
         end: p.region[1] as usize,
@@ -325,10 +380,44 @@ pub fn register_remote(port_id: u16, addr: usize, len: usize) -> Option<Region> 
     })
 }
 
+/// Secondary: asks the primary for a port's doorbell page and maps it. A
+/// port between two device contexts (the primary recovers from a reset) has
+/// none yet; the recovery hands it over before the port's gates reopen.
+fn fetch_page(port_id: u16, port_name: &str) -> Result<(), String> {
+    let mut req = msg(&Param {
+        kind: DOORBELL_FD,
+        port_id,
+        ..Param::default()
+    });
+    let replies = request(&mut req)?;
+    let r = replies
+        .first()
+        .ok_or("the primary process did not answer")?;
+    let p = param(r).ok_or("the primary process sent a malformed answer")?;
+    if r.num_fds != 1 {
+        if p.result == -libc::EAGAIN {
+            info!(
+                "{port_name}: the primary is recovering the port from a device reset; \
+                 its bursts run once the recovery hands over the new doorbell page"
+            );
+            return Ok(());
+        }
+        return Err(format!(
+            "the primary process did not provide the doorbell page (errno {})",
+            -p.result
+        ));
+    }
+    let mapped = install_page(port_id, r.fds[0], p.generation);
+    // SAFETY: EAL passed the fd to us; a mapping keeps the page.
+    unsafe { libc::close(r.fds[0]) };
+    mapped.map_err(|e| format!("cannot map the doorbell page (errno {})", -e))
+}
+
 /// Secondary probe: attaches to every port of the device the primary
 /// created, maps its doorbell page, and installs the burst functions.
 pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int {
     static ONCE: Once = Once::new();
+    // Registered before any page is asked for, so no REMAP is missed.
     ONCE.call_once(|| register_action(secondary_handler));
     // A secondary starts with no valid port, so it cannot look the
     // primary's ports up itself: ask which exist.
@@ -337,42 +426,38 @@ pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int 
         device: DeviceName::new(name),
         ..Param::default()
     });
-    let ports = request(&mut req)
-        .first()
-        .and_then(param)
-        .map_or(0, |p| p.len);
+    let ports = match request(&mut req) {
+        Ok(r) => r.first().and_then(param).map_or(0, |p| p.len),
+        Err(e) => {
+            error!("{name}: cannot ask the primary process for its ports: {e}");
+            return -libc::EIO;
+        }
+    };
+    if ports == 0 {
+        error!("{name}: no port of this device exists in the primary process");
+        return -libc::ENODEV;
+    }
     let mut attached = 0;
+    let mut failed = 0;
     for ib_port in (1..=crate::devargs::MAX_MACS as u32).filter(|&ib| ports & 1 << ib != 0) {
         let port_name = port_name(name, ib_port);
         let cname = std::ffi::CString::new(port_name.clone()).expect("no NUL in a device name");
         // SAFETY: the primary drives a port of this name.
         let dev = unsafe { ffi::rte_eth_dev_attach_secondary(cname.as_ptr()) };
         if dev.is_null() {
+            error!("{port_name}: rte_eth_dev_attach_secondary failed");
+            failed += 1;
             continue;
         }
         // SAFETY: a port attached for this process.
         let port_id = unsafe { (*(*dev).data).port_id };
-        let mut req = msg(&Param {
-            kind: DOORBELL_FD,
-            port_id,
-            ..Param::default()
-        });
-        let page = request(&mut req)
-            .first()
-            .filter(|r| r.num_fds == 1)
-            .and_then(|r| {
-                let page = map_page(r.fds[0]);
-                // SAFETY: EAL passed the fd to us; the mapping keeps the page.
-                unsafe { libc::close(r.fds[0]) };
-                page
-            });
-        let Some(page) = page else {
-            error!("{port_name}: the primary process did not provide the doorbell page");
+        if let Err(e) = fetch_page(port_id, &port_name) {
+            error!("{port_name}: {e}; the port is not attached");
             // SAFETY: releasing the port we attached.
             unsafe { ffi::rte_eth_dev_release_port(dev) };
+            failed += 1;
             continue;
-        };
-        set_doorbell_page(port_id, page);
+        }
         // SAFETY: the port is ours to set up before probing_finish.
         unsafe {
             (*dev).device = &mut pci_dev.device;
@@ -384,7 +469,7 @@ pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int 
         attached += 1;
     }
     if attached == 0 {
-        error!("{name}: no port of this device exists in the primary process");
+        error!("{name}: none of the primary's {failed} port(s) could be attached");
         return -libc::ENODEV;
     }
     0
@@ -392,9 +477,13 @@ pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int 
 
 /// Secondary `dev_close`: drops this process's doorbell mapping.
 pub fn detach_secondary(port_id: u16) {
+    let mut gens = SECONDARY_GENERATIONS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    gens[usize::from(port_id)] = 0;
     let old = DOORBELLS[usize::from(port_id)].swap(std::ptr::null_mut(), Ordering::AcqRel);
     if !old.is_null() && !is_primary() {
-        // SAFETY: our own mapping.
+        // SAFETY: our own mapping; the port is closed, so no burst uses it.
         unsafe { libc::munmap(old as *mut c_void, PAGE) };
     }
 }
@@ -413,6 +502,7 @@ mod tests {
             len: 4096,
             region: [1, 2],
             lkey: 0xabcd,
+            generation: 9,
             device: DeviceName::new("7870:00:00.0"),
         };
         let m = msg(&p);

@@ -79,12 +79,25 @@ pub struct Port {
     /// Memory registrations, also reached from the data path on a cache miss.
     pub mr: Mutex<crate::mr::Registry>,
     /// The open device context, for the interrupt thread (null while none).
+    /// Set only through [`Port::set_ctx`].
     pub ctx: AtomicPtr<ffi::ibv_context>,
+    /// What secondaries map their doorbell page from (see `mp`).
+    pub doorbell: Mutex<DoorbellSource>,
     pub intr: crate::intr::Intr,
     /// Per-queue epoll fds standing in for the completion channels.
     pub rx_epfds: Mutex<Vec<c_int>>,
     pub pci: crate::sysfs::PciAddr,
     pub reset: crate::reset::Reset,
+}
+
+/// The uverbs fd whose first page is the current context's doorbell page,
+/// and how many contexts the port has had: a secondary keeps the mapping of
+/// the highest generation it was given, whichever message arrives last.
+#[derive(Clone, Copy, Debug)]
+pub struct DoorbellSource {
+    /// `cmd_fd` of the open context, or -1 while there is none.
+    pub fd: c_int,
+    pub generation: u64,
 }
 
 // SAFETY: the raw eth_dev pointer refers to DPDK's static device array.
@@ -99,6 +112,22 @@ impl Port {
     pub unsafe fn of<'a>(dev: *mut ffi::rte_eth_dev) -> &'a Port {
         // SAFETY: per the contract above (an `Arc<Port>` leaked into the ethdev).
         unsafe { &*((*dev).process_private as *const Port) }
+    }
+
+    /// Publishes the port's device context (null: none). The doorbell
+    /// source changes under its lock, so a secondary's request being
+    /// answered finishes sending the old fd before the caller may close it.
+    pub fn set_ctx(&self, ctx: *mut ffi::ibv_context) {
+        let mut src = self.doorbell.lock().unwrap_or_else(|e| e.into_inner());
+        self.ctx.store(ctx, Ordering::Release);
+        if ctx.is_null() {
+            src.fd = -1;
+        } else {
+            // SAFETY: a context the caller just opened and keeps open until
+            // it calls this again with null.
+            src.fd = unsafe { (*ctx).cmd_fd };
+            src.generation += 1;
+        }
     }
 
     pub fn data(&self) -> &ffi::rte_eth_dev_data {
@@ -172,12 +201,17 @@ pub(crate) fn create(
         numa,
         ctrl: Mutex::new(ethdev::Ctrl::new(device)),
         mr: Mutex::new(crate::mr::Registry::new()),
-        ctx: AtomicPtr::new(ctx),
+        ctx: AtomicPtr::new(std::ptr::null_mut()),
+        doorbell: Mutex::new(DoorbellSource {
+            fd: -1,
+            generation: 0,
+        }),
         intr,
         rx_epfds: Mutex::new(Vec::new()),
         pci,
         reset: crate::reset::Reset::new(),
     });
+    port.set_ctx(ctx);
     // SAFETY: the ethdev is ours until probing_finish publishes it.
     unsafe {
         (*eth_dev).process_private = Arc::into_raw(port.clone()) as *mut c_void;
@@ -251,13 +285,16 @@ pub(crate) unsafe fn free_private(eth_dev: *mut ffi::rte_eth_dev) {
         crate::reset::unwatch_removal(&*port);
         crate::intr::uninstall(&*port, true);
         crate::intr::close_rx_fds(&*port);
-        (*port).ctx.store(std::ptr::null_mut(), Ordering::Release);
+        (*port).set_ctx(std::ptr::null_mut());
         (*eth_dev).process_private = std::ptr::null_mut();
         drop(Arc::from_raw(port));
     }
 }
 
-/// Closes every port of a PCI device that the application has not closed.
+/// Stops and closes every port of a PCI device that the application has not
+/// closed (hot unplug, or EAL cleanup at exit with ports still started), so
+/// queues and the device context are released by the driver, not left to
+/// the process exit.
 pub(crate) fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
     let parent = &pci_dev.device as *const ffi::rte_device;
     loop {
@@ -265,6 +302,19 @@ pub(crate) fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
         let id = unsafe { ffi::rte_eth_find_next_of(0, parent) };
         if u32::from(id) >= ffi::RTE_MAX_ETHPORTS {
             return 0;
+        }
+        // SAFETY: `id` is a valid port (find_next_of returned it); its data
+        // is ethdev's shared port data.
+        let started = unsafe {
+            let dev = (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(usize::from(id));
+            (*(*dev).data).dev_started() != 0
+        };
+        if started {
+            // SAFETY: stopping a valid port of ours.
+            let ret = unsafe { ffi::rte_eth_dev_stop(id) };
+            if ret != 0 {
+                error!("port {id}: stop on PCI remove failed: {ret}");
+            }
         }
         // SAFETY: closing a port of ours; release follows inside.
         let ret = unsafe { ffi::rte_eth_dev_close(id) };

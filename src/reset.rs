@@ -239,7 +239,7 @@ pub fn close_device(port: &Port, dev: Option<Device>) {
     if unsafe { ffi::rte_thread_is_intr() } == 0 {
         crate::intr::wait_released(port);
     }
-    port.ctx.store(std::ptr::null_mut(), Ordering::Release);
+    port.set_ctx(std::ptr::null_mut());
     drop(dev);
 }
 
@@ -312,13 +312,15 @@ fn rebuild(port: &Arc<Port>, dev: Device) -> Outcome {
 /// [`rebuild`]'s work; takes `dev` into the control state on success.
 fn install(port: &Arc<Port>, dev: &mut Option<Device>) -> Outcome {
     let d = dev.as_ref().expect("a device to install");
-    port.ctx.store(d.ctx.as_ptr(), Ordering::Release);
+    port.set_ctx(d.ctx.as_ptr());
     if let Err(e) = crate::intr::install(port) {
         return Outcome::Failed(format!("device event handler: {e}"));
     }
     queues::register_all_pools(port, d);
     // Secondaries map the new page while every gate is still closed.
-    crate::mp::remap_secondaries(port);
+    if let Err(e) = crate::mp::remap_secondaries(port) {
+        return Outcome::Failed(e);
+    }
     // The queue configuration may change under us (an application ignoring
     // ERR_RECOVERING); retry on a stale plan, a few times.
     for _ in 0..4 {

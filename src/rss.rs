@@ -6,16 +6,20 @@ use crate::ffi;
 
 pub const RETA_SIZE: usize = 64;
 
-/// RSS types the device hashes.
-pub const RSS_OFFLOADS: u64 = RSS_IPV4
-    | RSS_FRAG_IPV4
-    | RSS_NONFRAG_IPV4_TCP
-    | RSS_NONFRAG_IPV4_UDP
-    | RSS_NONFRAG_IPV4_OTHER
-    | RSS_IPV6
-    | RSS_FRAG_IPV6
-    | RSS_NONFRAG_IPV6_TCP
-    | RSS_NONFRAG_IPV6_UDP;
+/// RSS types on IPv4 addresses: the device hashes the addresses of every
+/// IPv4 packet, fragments included.
+const V4: u64 = RSS_IPV4 | RSS_FRAG_IPV4 | RSS_NONFRAG_IPV4_OTHER;
+/// The same for IPv6. The `_EX` types are accepted as what the device does
+/// with them: it hashes the header's addresses (NDIS's IPv6-ex hashing is
+/// not configurable through verbs).
+const V6: u64 = RSS_IPV6 | RSS_FRAG_IPV6 | RSS_NONFRAG_IPV6_OTHER | RSS_IPV6_EX;
+/// RSS types that add the TCP or UDP ports.
+const TCP: u64 = RSS_NONFRAG_IPV4_TCP | RSS_NONFRAG_IPV6_TCP | RSS_IPV6_TCP_EX;
+const UDP: u64 = RSS_NONFRAG_IPV4_UDP | RSS_NONFRAG_IPV6_UDP | RSS_IPV6_UDP_EX;
+
+/// RSS types the device hashes: every group an application is likely to
+/// ask for (`RTE_ETH_RSS_IP`, `_TCP`, `_UDP`) is inside.
+pub const RSS_OFFLOADS: u64 = V4 | V6 | TCP | UDP;
 
 /// The RSS configuration a port keeps across stop/start and resets.
 #[derive(Clone)]
@@ -48,23 +52,19 @@ impl Rss {
         let udp = (ffi::IBV_RX_HASH_SRC_PORT_UDP | ffi::IBV_RX_HASH_DST_PORT_UDP) as u64;
         let hf = self.hf;
         let mut f = 0;
-        if hf
-            & (RSS_IPV4
-                | RSS_FRAG_IPV4
-                | RSS_NONFRAG_IPV4_OTHER
-                | RSS_NONFRAG_IPV4_TCP
-                | RSS_NONFRAG_IPV4_UDP)
-            != 0
-        {
+        if hf & (V4 | RSS_NONFRAG_IPV4_TCP | RSS_NONFRAG_IPV4_UDP) != 0 {
             f |= v4;
         }
-        if hf & (RSS_IPV6 | RSS_FRAG_IPV6 | RSS_NONFRAG_IPV6_TCP | RSS_NONFRAG_IPV6_UDP) != 0 {
+        if hf
+            & (V6 | RSS_NONFRAG_IPV6_TCP | RSS_NONFRAG_IPV6_UDP | RSS_IPV6_TCP_EX | RSS_IPV6_UDP_EX)
+            != 0
+        {
             f |= v6;
         }
-        if hf & (RSS_NONFRAG_IPV4_TCP | RSS_NONFRAG_IPV6_TCP) != 0 {
+        if hf & TCP != 0 {
             f |= tcp;
         }
-        if hf & (RSS_NONFRAG_IPV4_UDP | RSS_NONFRAG_IPV6_UDP) != 0 {
+        if hf & UDP != 0 {
             f |= udp;
         }
         f
@@ -131,5 +131,19 @@ mod tests {
         );
         r.hf = RSS_NONFRAG_IPV4_UDP;
         assert_eq!(r.verbs_fields(), 0x1 | 0x2 | 0x40 | 0x80);
+        r.hf = RSS_IPV6_TCP_EX;
+        assert_eq!(r.verbs_fields(), 0x4 | 0x8 | 0x10 | 0x20);
+    }
+
+    /// DPDK's group macros, written out from rte_ethdev.h: an application
+    /// passing one of them must be able to configure the port.
+    #[test]
+    fn the_rss_groups_applications_pass_are_all_supported() {
+        const RTE_ETH_RSS_IP: u64 = 0xa38c;
+        const RTE_ETH_RSS_TCP: u64 = (1 << 4) | (1 << 10) | (1 << 16);
+        const RTE_ETH_RSS_UDP: u64 = (1 << 5) | (1 << 11) | (1 << 17);
+        for g in [RTE_ETH_RSS_IP, RTE_ETH_RSS_TCP, RTE_ETH_RSS_UDP] {
+            assert_eq!(g & !RSS_OFFLOADS, 0, "{g:#x} beyond {RSS_OFFLOADS:#x}");
+        }
     }
 }

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * ethdev calls an application makes that testpmd cannot express, on a
+ * net_mana port whose backend is a loopback (what it sends comes back).
+ * Built and run by tests/ethdev_api.rs.
+ *
+ *   ethdev_api rss-groups <EAL args...>
+ *     For each of DPDK's RSS group macros (RTE_ETH_RSS_IP, _TCP, _UDP, and
+ *     _PROTO_MASK masked by the capabilities, as testpmd does): configure 4
+ *     rx queues with that rss_hf and our own key, start, send 64 frames to
+ *     ourselves over 64 flows, receive them and check each one's RSS hash
+ *     (Toeplitz computed here) and queue (default table: hash % 4).
+ *       RSS <group> CONFIGURE <ret> SENT <n> GOT <n> HASH_OK <n> QUEUE_OK <n>
+ *
+ *   ethdev_api exit-started <EAL args...>
+ *     Configures and starts the port, then calls rte_eal_cleanup() with the
+ *     port still started, as an application that simply exits does.
+ *       CLEANUP <ret>
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+
+#define NQ 4
+#define FLOWS 64
+
+static uint8_t key[40];
+
+/* Toeplitz hash of `len` bytes, big-endian bit order, as the device does. */
+static uint32_t toeplitz(const uint8_t *in, size_t len)
+{
+	uint32_t hash = 0;
+	size_t bit;
+
+	for (bit = 0; bit < len * 8; bit++) {
+		if (in[bit / 8] & (0x80 >> (bit % 8))) {
+			uint32_t w = 0;
+			size_t k;
+
+			for (k = 0; k < 32; k++) {
+				size_t kb = bit + k;
+
+				w = (w << 1) | ((key[kb / 8] >> (7 - kb % 8)) & 1);
+			}
+			hash ^= w;
+		}
+	}
+	return hash;
+}
+
+enum kind { IPV6_NONE, IPV4_TCP, IPV6_UDP };
+
+/* Builds frame `i` of `kind` to `me`; writes the hash input to `tuple`
+ * (addresses, plus ports when `l4`) and returns its length. */
+static size_t build(struct rte_mbuf *m, const struct rte_ether_addr *me, enum kind kind, int i,
+		    int l4, uint8_t *tuple)
+{
+	uint8_t *f = (uint8_t *)rte_pktmbuf_append(m, 128);
+	size_t t = 0;
+
+	memset(f, 0, 128);
+	memcpy(f, me->addr_bytes, 6);
+	memcpy(f + 6, me->addr_bytes, 6);
+	if (kind == IPV4_TCP) {
+		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
+		uint8_t *tcp = f + 34;
+
+		f[12] = 0x08, f[13] = 0x00;
+		ip->version_ihl = 0x45;
+		ip->total_length = rte_cpu_to_be_16(128 - 14);
+		ip->time_to_live = 64;
+		ip->next_proto_id = IPPROTO_TCP;
+		ip->src_addr = rte_cpu_to_be_32(0x0a000000 | (uint32_t)(i * 7919));
+		ip->dst_addr = rte_cpu_to_be_32(0x0a090909);
+		ip->hdr_checksum = rte_ipv4_cksum(ip);
+		tcp[0] = 0x10, tcp[1] = (uint8_t)i;     /* source port */
+		tcp[2] = 0x00, tcp[3] = 80;             /* destination port */
+		tcp[12] = 0x50, tcp[13] = 0x10;         /* 20-byte header, ACK */
+		memcpy(tuple, &ip->src_addr, 4);
+		memcpy(tuple + 4, &ip->dst_addr, 4);
+		t = 8;
+		if (l4) {
+			memcpy(tuple + 8, tcp, 4);
+			t = 12;
+		}
+	} else {
+		uint8_t *ip = f + 14;
+		uint8_t *l4h = f + 54;
+
+		f[12] = 0x86, f[13] = 0xdd;
+		ip[0] = 0x60;
+		ip[4] = 0, ip[5] = 128 - 54;            /* payload length */
+		ip[6] = kind == IPV6_UDP ? IPPROTO_UDP : 59; /* UDP or no next header */
+		ip[7] = 64;
+		ip[8] = 0xfc, ip[22] = (uint8_t)i, ip[23] = (uint8_t)(i * 31);
+		ip[24] = 0xfc, ip[39] = 1;
+		if (kind == IPV6_UDP) {
+			l4h[0] = 0x30, l4h[1] = (uint8_t)i;
+			l4h[2] = 0x12, l4h[3] = 0xb5;
+			l4h[4] = 0, l4h[5] = 128 - 54;
+		}
+		memcpy(tuple, ip + 8, 32);
+		t = 32;
+		if (l4 && kind == IPV6_UDP) {
+			memcpy(tuple + 32, l4h, 4);
+			t = 36;
+		}
+	}
+	return t;
+}
+
+static int setup(uint16_t port, struct rte_mempool *pool, uint64_t rss_hf, int nq)
+{
+	struct rte_eth_conf conf;
+	int ret, q;
+
+	memset(&conf, 0, sizeof(conf));
+	conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+	conf.rx_adv_conf.rss_conf.rss_key = key;
+	conf.rx_adv_conf.rss_conf.rss_key_len = sizeof(key);
+	conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+	ret = rte_eth_dev_configure(port, nq, 1, &conf);
+	if (ret != 0)
+		return ret;
+	for (q = 0; q < nq; q++) {
+		ret = rte_eth_rx_queue_setup(port, q, 256, 0, NULL, pool);
+		if (ret != 0)
+			return ret;
+	}
+	ret = rte_eth_tx_queue_setup(port, 0, 256, 0, NULL);
+	if (ret != 0)
+		return ret;
+	return rte_eth_dev_start(port);
+}
+
+static void rss_group(uint16_t port, struct rte_mempool *pool, const char *name, uint64_t rss_hf,
+		      enum kind kind, int l4)
+{
+	struct rte_ether_addr me;
+	struct rte_mbuf *pkts[FLOWS];
+	uint32_t want[FLOWS];
+	unsigned int sent = 0, got = 0, hash_ok = 0, queue_ok = 0;
+	int ret, i, q;
+	uint64_t deadline;
+
+	ret = setup(port, pool, rss_hf, NQ);
+	printf("RSS %s CONFIGURE %d", name, ret);
+	if (ret != 0) {
+		printf(" SENT 0 GOT 0 HASH_OK 0 QUEUE_OK 0\n");
+		return;
+	}
+	rte_eth_macaddr_get(port, &me);
+	if (rte_pktmbuf_alloc_bulk(pool, pkts, FLOWS) != 0) {
+		printf(" no mbufs\n");
+		exit(1);
+	}
+	for (i = 0; i < FLOWS; i++) {
+		uint8_t tuple[40];
+		size_t t = build(pkts[i], &me, kind, i, l4, tuple);
+
+		want[i] = toeplitz(tuple, t);
+	}
+	while (sent < FLOWS) {
+		uint16_t n = rte_eth_tx_burst(port, 0, pkts + sent, FLOWS - sent);
+
+		sent += n;
+		if (n == 0)
+			break;
+	}
+	if (sent < FLOWS)
+		rte_pktmbuf_free_bulk(pkts + sent, FLOWS - sent);
+	deadline = rte_get_timer_cycles() + 5 * rte_get_timer_hz();
+	while (got < sent && rte_get_timer_cycles() < deadline) {
+		for (q = 0; q < NQ; q++) {
+			struct rte_mbuf *rx[32];
+			uint16_t n = rte_eth_rx_burst(port, q, rx, 32), k;
+
+			for (k = 0; k < n; k++) {
+				const uint8_t *f = rte_pktmbuf_mtod(rx[k], const uint8_t *);
+				/* The flow index: TCP/UDP source port low byte, or the
+				 * IPv6 source address's last-but-one byte. */
+				int flow = kind == IPV4_TCP ? f[35] :
+					   kind == IPV6_UDP ? f[55] : f[36];
+				uint32_t h = rx[k]->hash.rss;
+
+				if (flow < FLOWS && (rx[k]->ol_flags & RTE_MBUF_F_RX_RSS_HASH) &&
+				    h == want[flow])
+					hash_ok++;
+				if (flow < FLOWS && (int)(want[flow] % NQ) == q)
+					queue_ok++;
+			}
+			got += n;
+			rte_pktmbuf_free_bulk(rx, n);
+		}
+	}
+	printf(" SENT %u GOT %u HASH_OK %u QUEUE_OK %u\n", sent, got, hash_ok, queue_ok);
+	rte_eth_dev_stop(port);
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+	struct rte_eth_dev_info info;
+	struct rte_mempool *pool;
+	uint16_t port = 0;
+	int ret, i;
+
+	ret = rte_eal_init(argc - 1, argv + 1);
+	if (ret < 0) {
+		fprintf(stderr, "EAL init failed\n");
+		return 1;
+	}
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (rte_eth_dev_count_avail() < 1) {
+		fprintf(stderr, "no port\n");
+		return 1;
+	}
+	pool = rte_pktmbuf_pool_create("api", 4096, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0);
+	if (pool == NULL) {
+		fprintf(stderr, "no mempool\n");
+		return 1;
+	}
+	for (i = 0; i < (int)sizeof(key); i++)
+		key[i] = (uint8_t)(0x6d + i * 0x5a);
+	if (strcmp(mode, "rss-groups") == 0) {
+		rte_eth_dev_info_get(port, &info);
+		printf("CAPA %#" PRIx64 "\n", info.flow_type_rss_offloads);
+		rss_group(port, pool, "ip", RTE_ETH_RSS_IP, IPV6_NONE, 0);
+		rss_group(port, pool, "tcp", RTE_ETH_RSS_TCP, IPV4_TCP, 1);
+		rss_group(port, pool, "udp", RTE_ETH_RSS_UDP, IPV6_UDP, 1);
+		rss_group(port, pool, "proto-mask",
+			  RTE_ETH_RSS_PROTO_MASK & info.flow_type_rss_offloads, IPV4_TCP, 1);
+		rss_group(port, pool, "ip-tcp", RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP, IPV6_NONE, 0);
+		rte_eth_dev_close(port);
+	} else if (strcmp(mode, "exit-started") == 0) {
+		ret = setup(port, pool, RTE_ETH_RSS_IP, 1);
+		printf("START %d\n", ret);
+	} else {
+		fprintf(stderr, "unknown mode '%s'\n", mode);
+		return 2;
+	}
+	ret = rte_eal_cleanup();
+	printf("CLEANUP %d\n", ret);
+	return 0;
+}
