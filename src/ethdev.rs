@@ -9,6 +9,7 @@ use crate::queues::{self, rxq_ptr, txq_ptr, Plan, Running, StartError};
 use crate::reset::Phase;
 use crate::rss::{Rss, RETA_SIZE, RSS_OFFLOADS};
 use crate::rxq::{self, RxQueue};
+use crate::shared::Shared;
 use crate::txq::{self, TxQueue};
 use ::log::{error, info, warn};
 use std::ffi::{c_int, c_uint, c_void};
@@ -164,6 +165,7 @@ unsafe extern "C" fn dev_configure(dev: *mut rte_eth_dev) -> c_int {
     for (i, e) in ctrl.rss.reta.iter_mut().enumerate() {
         *e = (i % usize::from(nb_rx)) as u16;
     }
+    Shared::of(d).set_rss(&ctrl.rss);
     0
 }
 
@@ -173,7 +175,7 @@ unsafe extern "C" fn dev_infos_get(
 ) -> c_int {
     // SAFETY: ethdev passes a zeroed info struct.
     let info = unsafe { &mut *info };
-    let lim = crate::port::shared_limits(data(dev));
+    let lim = Shared::of(data(dev)).limits;
     let max_desc = lim.max_desc;
     info.min_mtu = MIN_MTU;
     info.max_mtu = MAX_MTU;
@@ -306,7 +308,7 @@ unsafe extern "C" fn tx_queue_setup(
 }
 
 fn check_desc(p: &Port, nb_desc: u16) -> Result<(), c_int> {
-    let max = crate::port::shared_limits(p.data()).max_desc;
+    let max = Shared::of(p.data()).limits.max_desc;
     if !nb_desc.is_power_of_two() || nb_desc < MIN_DESC || nb_desc > max {
         error!(
             "{}: {nb_desc} descriptors: MANA queues take a power of two from {MIN_DESC} to {max}",
@@ -601,10 +603,15 @@ fn link(up: bool) -> ffi::rte_eth_link {
 }
 
 unsafe extern "C" fn link_update(dev: *mut rte_eth_dev, _wait: c_int) -> c_int {
-    // MANA has no carrier state of its own: the link is up while started
-    // and not recovering from a reset.
+    publish_link(dev)
+}
+
+/// Writes the link status into the port's shared data, where every process
+/// reads it. MANA has no carrier state of its own: the link is up while the
+/// port is started and not recovering from a reset.
+pub fn publish_link(dev: *mut rte_eth_dev) -> c_int {
     let up = data(dev).dev_started() != 0 && port(dev).reset.phase() == Phase::Active;
-    // SAFETY: a live ethdev.
+    // SAFETY: a live ethdev of ours.
     unsafe { ffi::mana_shim_linkstatus_set(dev, &link(up)) }
 }
 
@@ -748,7 +755,7 @@ unsafe extern "C" fn rxq_info_get(
         let (q, info) = (&*q, &mut *info);
         info.mp = q.mp;
         info.conf = q.conf;
-        info.conf.offloads = q.offloads;
+        info.conf.offloads = q.offloads();
         info.nb_desc = q.nb_desc();
         info.rx_buf_size = q.buf_len().min(u32::from(u16::MAX)) as u16;
         info.scattered_rx = 0;
@@ -807,17 +814,7 @@ unsafe extern "C" fn fw_version_get(
     out: *mut std::ffi::c_char,
     size: usize,
 ) -> c_int {
-    let p = port(dev);
-    let ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    let fw = match ctrl.dev.as_ref().map(|d| d.ctx.query_device_ex()) {
-        Some(Ok(a)) => {
-            // SAFETY: fw_ver is a NUL-terminated array.
-            let v = unsafe { std::ffi::CStr::from_ptr(a.orig_attr.fw_ver.as_ptr()) };
-            v.to_string_lossy().into_owned()
-        }
-        _ => String::from("unknown"),
-    };
-    let text = format!("{fw} net_mana-rs {}", env!("CARGO_PKG_VERSION"));
+    let text = Shared::of(data(dev)).fw_version();
     let needed = text.len() + 1;
     if size < needed {
         return needed as c_int;
@@ -864,6 +861,7 @@ unsafe extern "C" fn rss_hash_update(
         return e;
     }
     ctrl.rss.hf = conf.rss_hf;
+    Shared::of(p.data()).set_rss(&ctrl.rss);
     0
 }
 
@@ -871,15 +869,15 @@ unsafe extern "C" fn rss_hash_conf_get(
     dev: *mut rte_eth_dev,
     conf: *mut ffi::rte_eth_rss_conf,
 ) -> c_int {
-    let ctrl = port(dev).ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    let rss = Shared::of(data(dev)).rss();
     // SAFETY: ethdev passes a valid conf; the key buffer, if any, holds rss_key_len bytes.
     unsafe {
         let conf = &mut *conf;
         if !conf.rss_key.is_null() && conf.rss_key_len >= 40 {
-            ptr::copy_nonoverlapping(ctrl.rss.key.as_ptr(), conf.rss_key, 40);
+            ptr::copy_nonoverlapping(rss.key.as_ptr(), conf.rss_key, 40);
         }
         conf.rss_key_len = 40;
-        conf.rss_hf = ctrl.rss.hf;
+        conf.rss_hf = rss.hf;
     }
     0
 }
@@ -922,6 +920,7 @@ unsafe extern "C" fn reta_update(
         return neg(libc::EINVAL);
     }
     ctrl.rss.reta = reta;
+    Shared::of(d).set_rss(&ctrl.rss);
     0
 }
 
@@ -933,15 +932,60 @@ unsafe extern "C" fn reta_query(
     if usize::from(size) != RETA_SIZE {
         return neg(libc::EINVAL);
     }
-    let ctrl = port(dev).ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: one 64-entry group.
+    let rss = Shared::of(data(dev)).rss();
+    // SAFETY: one 64-entry group for a 64-entry table (size checked).
     let group = unsafe { &mut *conf };
     for i in 0..RETA_SIZE {
         if group.mask & (1 << i) != 0 {
-            group.reta[i] = ctrl.rss.reta[i];
+            group.reta[i] = rss.reta[i];
         }
     }
     0
+}
+
+/// `vlan_offload_set`: ethdev has updated `rxmode.offloads`; VLAN strip
+/// follows it on every receive queue, at once, while the port runs.
+unsafe extern "C" fn vlan_offload_set(dev: *mut rte_eth_dev, mask: c_int) -> c_int {
+    let p = port(dev);
+    let d = data(dev);
+    if mask as u32 & ffi::RTE_ETH_VLAN_STRIP_MASK == 0 {
+        return 0;
+    }
+    let on = d.dev_conf.rxmode.offloads & RX_OFFLOAD_VLAN_STRIP != 0;
+    // Queues are freed only under the control lock.
+    let _ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    for i in 0..usize::from(d.nb_rx_queues) {
+        let q = rxq_ptr(d, i);
+        if !q.is_null() {
+            // SAFETY: a set-up queue stays allocated while we hold the
+            // control lock; the flag is an atomic the burst reads.
+            unsafe { (*q).set_vlan_strip(on) };
+        }
+    }
+    info!(
+        "{}: VLAN strip {} on every rx queue",
+        p.name,
+        if on { "on" } else { "off" }
+    );
+    0
+}
+
+/// `vlan_strip_queue_set`: VLAN strip of one receive queue.
+unsafe extern "C" fn vlan_strip_queue_set(dev: *mut rte_eth_dev, qid: u16, on: c_int) {
+    let p = port(dev);
+    let d = data(dev);
+    let _ctrl = p.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+    let q = if qid < d.nb_rx_queues {
+        rxq_ptr(d, usize::from(qid))
+    } else {
+        ptr::null_mut()
+    };
+    if q.is_null() {
+        error!("{}: rx queue {qid} is not set up", p.name);
+        return;
+    }
+    // SAFETY: as in vlan_offload_set.
+    unsafe { (*q).set_vlan_strip(on != 0) };
 }
 
 unsafe extern "C" fn tx_done_cleanup(q: *mut c_void, free_cnt: u32) -> c_int {
@@ -949,10 +993,10 @@ unsafe extern "C" fn tx_done_cleanup(q: *mut c_void, free_cnt: u32) -> c_int {
     unsafe { txq::tx_done_cleanup(q, free_cnt) }
 }
 
-unsafe extern "C" fn secondary_link_update(dev: *mut rte_eth_dev, _wait: c_int) -> c_int {
-    let up = data(dev).dev_started() != 0;
-    // SAFETY: a live ethdev.
-    unsafe { ffi::mana_shim_linkstatus_set(dev, &link(up)) }
+/// The primary keeps the shared link status current (see
+/// [`publish_link`]); a secondary reads it as it is.
+unsafe extern "C" fn secondary_link_update(_dev: *mut rte_eth_dev, _wait: c_int) -> c_int {
+    0
 }
 
 unsafe extern "C" fn secondary_close(dev: *mut rte_eth_dev) -> c_int {
@@ -978,6 +1022,9 @@ pub static SECONDARY_OPS: ffi::eth_dev_ops = {
     o.tx_burst_mode_get = Some(tx_burst_mode_get);
     o.dev_supported_ptypes_get = Some(supported_ptypes);
     o.tx_done_cleanup = Some(tx_done_cleanup);
+    o.fw_version_get = Some(fw_version_get);
+    o.rss_hash_conf_get = Some(rss_hash_conf_get);
+    o.reta_query = Some(reta_query);
     o
 };
 
@@ -1022,5 +1069,7 @@ pub static OPS: ffi::eth_dev_ops = {
     o.rss_hash_conf_get = Some(rss_hash_conf_get);
     o.reta_update = Some(reta_update);
     o.reta_query = Some(reta_query);
+    o.vlan_offload_set = Some(vlan_offload_set);
+    o.vlan_strip_queue_set = Some(vlan_strip_queue_set);
     o
 };

@@ -25,6 +25,7 @@ mod reset;
 mod ring;
 mod rss;
 mod rxq;
+mod shared;
 mod stats;
 mod sysfs;
 mod txq;

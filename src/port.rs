@@ -3,6 +3,7 @@
 
 use crate::ethdev;
 use crate::ffi;
+use crate::shared::Shared;
 use crate::sysfs::PortNetdev;
 use crate::verbs::{Context, DeviceInfo, DeviceList, Pd};
 use ::log::{error, info};
@@ -22,7 +23,7 @@ pub struct PortSpec {
 }
 
 /// Device limits from `ibv_query_device_ex`, clamped to what ethdev can
-/// carry. A copy sits in `dev_private` (shared memory) for every process,
+/// carry. A copy sits in the shared block (`dev_private`) for every process,
 /// with `max_desc` lowered to what libmana accepts.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
@@ -239,11 +240,11 @@ pub(crate) fn create(
     let shared = unsafe {
         ffi::rte_zmalloc_socket(
             c"mana_port".as_ptr(),
-            std::mem::size_of::<Limits>(),
+            std::mem::size_of::<Shared>(),
             64,
             numa,
         )
-    } as *mut Limits;
+    } as *mut Shared;
     if shared.is_null() {
         error!("{name}: out of memory");
         // SAFETY: undoing the allocation above.
@@ -253,11 +254,12 @@ pub(crate) fn create(
         }
         return Err(-libc::ENOMEM);
     }
-    // SAFETY: fresh memory for one Limits; the port is not published yet.
-    unsafe {
-        shared.write(limits);
-        (*(*eth_dev).data).dev_private = shared as *mut c_void;
-    }
+    Shared::init(shared, limits);
+    // SAFETY: initialised just above; the port is not published yet.
+    unsafe { (*(*eth_dev).data).dev_private = shared as *mut c_void };
+    let sh = Shared::of(port.data());
+    sh.set_fw_version(&fw_version(&attr));
+    sh.set_rss(&port.ctrl.lock().unwrap_or_else(|e| e.into_inner()).rss);
     crate::mp::init_primary();
     crate::reset::watch_removal(&port);
     // SAFETY: publishes the port to applications.
@@ -325,9 +327,13 @@ pub(crate) fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
     }
 }
 
-/// The limits any process reads from a port's shared data.
-pub fn shared_limits(data: &ffi::rte_eth_dev_data) -> Limits {
-    // SAFETY: dev_private is the Limits written at creation, for the life
-    // of the port.
-    unsafe { *(data.dev_private as *const Limits) }
+/// What `fw_version_get` reports: the device's firmware and this driver.
+pub fn fw_version(attr: &ffi::ibv_device_attr_ex) -> String {
+    // SAFETY: fw_ver is a NUL-terminated array filled by the device query.
+    let fw = unsafe { std::ffi::CStr::from_ptr(attr.orig_attr.fw_ver.as_ptr()) };
+    format!(
+        "{} net_mana-rs {}",
+        fw.to_string_lossy(),
+        env!("CARGO_PKG_VERSION")
+    )
 }

@@ -25,6 +25,7 @@
 use crate::ffi;
 use crate::port::{Device, Port};
 use crate::queues::{self, Plan};
+use crate::shared::Shared;
 use crate::sysfs;
 use crate::verbs::DeviceList;
 use ::log::{error, info, warn};
@@ -112,6 +113,7 @@ pub fn on_device_fatal(port: Arc<Port>) {
     // This handler's fd dies with the old context; it cannot unregister
     // itself synchronously from inside its own callback.
     crate::intr::uninstall(&port, false);
+    crate::ethdev::publish_link(port.eth_dev);
     emit(&port, ffi::RTE_ETH_EVENT_ERR_RECOVERING);
     let p = port.clone();
     let started = port.reset.handoff.start(|| {
@@ -146,6 +148,12 @@ fn recover(port: Arc<Port>) {
         }
     };
     // Every lock is dropped here; the events may re-enter the driver.
+    if !matches!(outcome, Outcome::Cancelled) {
+        if !matches!(outcome, Outcome::Recovered) {
+            port.reset.handoff.set_phase(Phase::Failed);
+        }
+        crate::ethdev::publish_link(port.eth_dev);
+    }
     match outcome {
         Outcome::Recovered => {
             info!(
@@ -156,12 +164,10 @@ fn recover(port: Arc<Port>) {
             emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_SUCCESS);
         }
         Outcome::Failed(why) => {
-            port.reset.handoff.set_phase(Phase::Failed);
             error!("{}: recovery failed: {why}; close the port", port.name);
             emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
         }
         Outcome::Removed => {
-            port.reset.handoff.set_phase(Phase::Failed);
             error!(
                 "{}: the PCI function was removed; close the port",
                 port.name
@@ -313,6 +319,9 @@ fn rebuild(port: &Arc<Port>, dev: Device) -> Outcome {
 fn install(port: &Arc<Port>, dev: &mut Option<Device>) -> Outcome {
     let d = dev.as_ref().expect("a device to install");
     port.set_ctx(d.ctx.as_ptr());
+    if let Ok(attr) = d.ctx.query_device_ex() {
+        Shared::of(port.data()).set_fw_version(&crate::port::fw_version(&attr));
+    }
     if let Err(e) = crate::intr::install(port) {
         return Outcome::Failed(format!("device event handler: {e}"));
     }
@@ -375,6 +384,7 @@ pub fn on_device_removed(port: &Port) {
         active
     };
     if failed {
+        crate::ethdev::publish_link(port.eth_dev);
         error!(
             "{}: the PCI function was removed; close the port",
             port.name

@@ -13,6 +13,7 @@ use crate::stats::Counter;
 use gdma::{ndis_hash, Cqe, CqeType, RxCompOob, Sge, WqeHeader};
 use std::ffi::{c_int, c_void};
 use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const REFILL_BULK: usize = 64;
 
@@ -65,13 +66,13 @@ pub struct RxState {
     pending: Option<(*const Cqe, u8)>,
     pub mp: *mut ffi::rte_mempool,
     buf_len: u32,
-    vlan_strip: bool,
     pub mr: mr::Cache,
     pub stats: RxStats,
     pub port_id: u16,
     pub queue_id: u16,
     pub socket: c_int,
-    pub offloads: u64,
+    /// The queue's offloads; VLAN strip may change while bursts run.
+    offloads: AtomicU64,
     pub conf: ffi::rte_eth_rxconf,
 }
 
@@ -125,13 +126,12 @@ impl RxQueue {
                         pending: None,
                         mp,
                         buf_len: room.saturating_sub(ffi::RTE_PKTMBUF_HEADROOM),
-                        vlan_strip: offloads & consts::RX_OFFLOAD_VLAN_STRIP != 0,
                         mr: mr::Cache::new(),
                         stats: RxStats::default(),
                         port_id,
                         queue_id,
                         socket,
-                        offloads,
+                        offloads: AtomicU64::new(offloads),
                         conf: *conf,
                     },
                 },
@@ -158,6 +158,21 @@ impl RxState {
 
     pub fn buf_len(&self) -> u32 {
         self.buf_len
+    }
+
+    pub fn offloads(&self) -> u64 {
+        self.offloads.load(Ordering::Relaxed)
+    }
+
+    /// Turns VLAN stripping on or off; the next packet a burst takes sees it
+    /// (the device always strips: off means the driver puts the tag back).
+    pub fn set_vlan_strip(&self, on: bool) {
+        let bit = consts::RX_OFFLOAD_VLAN_STRIP;
+        if on {
+            self.offloads.fetch_or(bit, Ordering::Relaxed);
+        } else {
+            self.offloads.fetch_and(!bit, Ordering::Relaxed);
+        }
     }
 
     pub fn posted(&self) -> u32 {
@@ -299,7 +314,7 @@ impl RxState {
             (*m).vlan_tci = if vlan { f.rx_vlan_id() } else { 0 };
         }
         self.stats.bytes.add(u64::from(len));
-        if vlan && !self.vlan_strip {
+        if vlan && self.offloads.load(Ordering::Relaxed) & consts::RX_OFFLOAD_VLAN_STRIP == 0 {
             // The device always strips; put the tag back when not asked to.
             let mut mm = m;
             // SAFETY: a valid mbuf; on failure it is left unchanged.

@@ -7,7 +7,7 @@
 mod common;
 
 use mana_emu::config::Config;
-use mana_emu::harness::EmuEnv;
+use mana_emu::harness::{EmuEnv, Hugepages};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -204,51 +204,10 @@ fn callbacks_closing_the_port_are_clean_under_valgrind() {
 
 /// 2 MiB hugepages for the multi-process test (secondaries cannot share
 /// `--no-huge` memory); restores the previous count on drop.
-struct Hugepages(u64);
-
-impl Hugepages {
-    const NR: &'static str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
-
-    fn reserve(n: u64) -> Hugepages {
-        let before: u64 = std::fs::read_to_string(Self::NR)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        if before < n {
-            std::fs::write(Self::NR, n.to_string()).expect("reserve hugepages (root)");
-        }
-        let now: u64 = std::fs::read_to_string(Self::NR)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(now >= n, "only {now} hugepages could be reserved");
-        let mounted = std::fs::read_to_string("/proc/mounts")
-            .unwrap()
-            .contains("hugetlbfs");
-        if !mounted {
-            std::fs::create_dir_all("/dev/hugepages").unwrap();
-            let st = Command::new("mount")
-                .args(["-t", "hugetlbfs", "nodev", "/dev/hugepages"])
-                .status()
-                .unwrap();
-            assert!(st.success(), "mount hugetlbfs");
-        }
-        Hugepages(before)
-    }
-}
-
-impl Drop for Hugepages {
-    fn drop(&mut self) {
-        let _ = std::fs::write(Self::NR, self.0.to_string());
-    }
-}
-
 #[test]
 fn a_secondary_process_forwards_through_the_primarys_port_across_resets() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let _pages = Hugepages::reserve(256);
+    let _pages = Hugepages::reserve(256).unwrap();
     let env = EmuEnv::new("mp", config(20, false)).unwrap();
     let dir = env.dir.clone();
     let prefix = "vfh-mp";

@@ -296,6 +296,8 @@ pub struct TestpmdBuilder<'a> {
     lcores: String,
     devargs: Vec<String>,
     timeout: Duration,
+    file_prefix: Option<String>,
+    hugepages: bool,
 }
 
 impl<'a> TestpmdBuilder<'a> {
@@ -319,8 +321,23 @@ impl<'a> TestpmdBuilder<'a> {
         self.args.extend(a.iter().map(|s| s.to_string()));
         self
     }
+    /// `-l` list, or an `--lcores` map when it contains `@` (lcore ids
+    /// apart from another process's on the same CPUs: a mempool's per-lcore
+    /// caches are shared between the processes of one file prefix).
     pub fn lcores(mut self, l: &str) -> Self {
         self.lcores = l.into();
+        self
+    }
+    /// A DPDK file prefix of our own, shared with other processes (primary
+    /// and secondaries); by default each run has a private one.
+    pub fn file_prefix(mut self, p: &str) -> Self {
+        self.file_prefix = Some(p.into());
+        self
+    }
+    /// Hugepage memory (`-m 256`) instead of `--no-huge`: what DPDK's
+    /// multi-process support needs (see [`Hugepages`]).
+    pub fn hugepages(mut self) -> Self {
+        self.hugepages = true;
         self
     }
     /// `-a` device arguments; defaults to every configured adapter.
@@ -339,18 +356,29 @@ impl<'a> TestpmdBuilder<'a> {
         let mut preload = vec![emu.display().to_string()];
         preload.extend(self.preload_extra.iter().map(|p| p.display().to_string()));
         static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let prefix = format!(
-            "manaemu{}-{}",
-            std::process::id(),
-            RUNS.fetch_add(1, Ordering::Relaxed)
-        );
+        let prefix = self.file_prefix.clone().unwrap_or_else(|| {
+            format!(
+                "manaemu{}-{}",
+                std::process::id(),
+                RUNS.fetch_add(1, Ordering::Relaxed)
+            )
+        });
         // stdout is a pipe: make testpmd's printf output line-buffered so
         // replies arrive before the next prompt (stdbuf execs, same pid).
         let mut cmd = Command::new("stdbuf");
         cmd.args(["-oL", "-eL", "dpdk-testpmd"]);
-        cmd.args(["--no-huge", "-m", "1024", "--iova-mode=va", "--file-prefix"])
-            .arg(&prefix);
-        cmd.args(["-l", &self.lcores]);
+        if self.hugepages {
+            cmd.args(["-m", "256"]);
+        } else {
+            cmd.args(["--no-huge", "-m", "1024"]);
+        }
+        cmd.args(["--iova-mode=va", "--file-prefix"]).arg(&prefix);
+        let lcores = if self.lcores.contains('@') {
+            "--lcores"
+        } else {
+            "-l"
+        };
+        cmd.args([lcores, &self.lcores]);
         if let Some(d) = &self.driver {
             cmd.arg("-d").arg(d);
         }
@@ -447,6 +475,8 @@ impl Testpmd {
             lcores: "0,1".into(),
             devargs: Vec::new(),
             timeout: Duration::from_secs(120),
+            file_prefix: None,
+            hugepages: false,
         }
     }
 
@@ -648,5 +678,53 @@ mod tests {
         let v = without_events(raw);
         assert_eq!(v, "Done.\ntestpmd\n> \r\ntestpmd> ");
         assert!(v.replace('\n', "").contains("testpmd> \r"));
+    }
+}
+
+/// 2 MiB hugepages reserved (and hugetlbfs mounted) for a test, as DPDK's
+/// multi-process support needs; the previous reservation is restored on
+/// drop. Needs root.
+pub struct Hugepages(u64);
+
+impl Hugepages {
+    const NR: &'static str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+
+    fn read() -> u64 {
+        std::fs::read_to_string(Self::NR)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    pub fn reserve(n: u64) -> Result<Hugepages, String> {
+        let before = Self::read();
+        if before < n {
+            std::fs::write(Self::NR, n.to_string())
+                .map_err(|e| format!("reserving {n} hugepages in {}: {e}", Self::NR))?;
+        }
+        let now = Self::read();
+        if now < n {
+            return Err(format!("only {now} of {n} hugepages could be reserved"));
+        }
+        let mounted = std::fs::read_to_string("/proc/mounts")
+            .map_err(|e| e.to_string())?
+            .contains("hugetlbfs");
+        if !mounted {
+            std::fs::create_dir_all("/dev/hugepages").map_err(|e| e.to_string())?;
+            let st = Command::new("mount")
+                .args(["-t", "hugetlbfs", "nodev", "/dev/hugepages"])
+                .status()
+                .map_err(|e| e.to_string())?;
+            if !st.success() {
+                return Err("mounting hugetlbfs on /dev/hugepages failed".into());
+            }
+        }
+        Ok(Hugepages(before))
+    }
+}
+
+impl Drop for Hugepages {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::NR, self.0.to_string());
     }
 }

@@ -1,0 +1,247 @@
+//! DPDK multi-process with DPDK's own programs: a primary testpmd drives two
+//! ports of one function, a secondary testpmd sends on its own queues, and
+//! `dpdk-proc-info` reads the ports; device resets in the middle.
+
+mod common;
+
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One testpmd at a time: the machine has two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn pair(down_ms: u64) -> Config {
+    config(
+        &format!("reset_down_ms = {down_ms}"),
+        "",
+        &[(
+            PCI,
+            vec![
+                PortDef::new(MAC_A, &format!(r#"{{ kind = "pair", peer = "{MAC_B}" }}"#)),
+                PortDef::new(MAC_B, &format!(r#"{{ kind = "pair", peer = "{MAC_A}" }}"#)),
+            ],
+        )],
+    )
+}
+
+fn primary(env: &EmuEnv, prefix: &str, mode: &str) -> Testpmd {
+    Testpmd::builder(env)
+        .driver(pmd())
+        .hugepages()
+        .file_prefix(prefix)
+        .device(&format!("{PCI},mac={MAC_A},mac={MAC_B}"))
+        .eal(&["--log-level=pmd.net.mana.*:info"])
+        .args(&[
+            "--rxq=2",
+            "--txq=2",
+            "--num-procs=2",
+            "--proc-id=0",
+            &format!("--forward-mode={mode}"),
+        ])
+        .timeout(Duration::from_secs(240))
+        .spawn()
+        .expect("primary testpmd starts")
+}
+
+/// A secondary testpmd on lcores of its own (ids 2 and 3 on the same CPUs:
+/// mempool caches are per lcore id and shared by the processes).
+fn secondary(env: &EmuEnv, prefix: &str, mode: &str) -> Testpmd {
+    Testpmd::builder(env)
+        .driver(pmd())
+        .hugepages()
+        .file_prefix(prefix)
+        .lcores("2@0,3@1")
+        .device(PCI)
+        .eal(&["--proc-type=secondary", "--log-level=pmd.net.mana.*:info"])
+        .args(&[
+            "--rxq=2",
+            "--txq=2",
+            "--num-procs=2",
+            "--proc-id=1",
+            &format!("--forward-mode={mode}"),
+        ])
+        .timeout(Duration::from_secs(240))
+        .spawn()
+        .expect("secondary testpmd starts")
+}
+
+fn reset(t: &Testpmd) {
+    t.fault(Fault::Reset {
+        pci: PCI.into(),
+        down_ms: None,
+        new_name: None,
+    })
+    .unwrap();
+}
+
+fn recoveries(t: &Testpmd, port: u16) -> usize {
+    t.output()
+        .matches(&format!("Port {port}: error recovery successful event"))
+        .count()
+}
+
+fn wait_recovered(t: &Testpmd, n: usize, timeout: Duration) {
+    let t0 = Instant::now();
+    while recoveries(t, 0) < n || recoveries(t, 1) < n {
+        assert!(
+            t0.elapsed() < timeout,
+            "recovery {n} did not complete:\n{}",
+            t.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The live send queues of a port, in creation order: (hardware id, packets).
+fn sqs(c: &Counters, mac: &str) -> Vec<(u32, u64)> {
+    let mut v: Vec<(u32, u64)> = c
+        .queues
+        .iter()
+        .filter(|q| q.kind == "sq" && q.live && q.port == mac)
+        .map(|q| (q.id, q.counters.packets))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Waits until the secondary's send queue (queue 1) of both ports has sent
+/// on the current device objects, which differ from `old` ids.
+fn wait_secondary_sending(t: &Testpmd, old: &[u32], what: &str) -> Vec<u32> {
+    let c = t
+        .wait_device(Duration::from_secs(10), |c| {
+            [MAC_A, MAC_B].iter().all(|m| {
+                let q = sqs(c, m);
+                q.len() == 2 && !old.contains(&q[1].0) && q[1].1 > 100
+            })
+        })
+        .unwrap_or_else(|e| panic!("{what}: the secondary's send queues stayed silent: {e}"));
+    [MAC_A, MAC_B].iter().map(|m| sqs(&c, m)[1].0).collect()
+}
+
+/// Each port's recovery hands the secondary the new doorbell page; both
+/// ports recover at once, so the two hand-overs race (EAL keeps one pending
+/// request per name). After every reset the secondary's traffic resumes on
+/// every port, counted by the device per queue.
+#[test]
+fn a_secondarys_traffic_resumes_on_every_port_after_every_reset() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _pages = Hugepages::reserve(512).unwrap();
+    let prefix = format!("mp-resets-{}", std::process::id());
+    let env = EmuEnv::new("mp-resets", pair(50)).unwrap();
+    let mut p = primary(&env, &prefix, "rxonly");
+    cmd(&mut p, "start");
+    let mut s = secondary(&env, &prefix, "flowgen");
+    cmd(&mut s, "start");
+    let mut ids = wait_secondary_sending(&p, &[], "before any reset");
+    for i in 1..=8 {
+        reset(&p);
+        wait_recovered(&p, i, Duration::from_secs(20));
+        ids = wait_secondary_sending(&p, &ids, &format!("after reset {i}"));
+    }
+    cmd(&mut s, "stop");
+    let sec = s.quit().unwrap();
+    cmd(&mut p, "stop");
+    let out = p.quit().unwrap();
+    assert!(!out.contains("RECOVERY_FAILED"), "{out}");
+    assert!(!out.contains("A pending request"), "{out}");
+    assert!(!out.contains("were not handed"), "{out}");
+    assert_has(&sec, "attached in a secondary process as port 1");
+}
+
+fn proc_info(env: &EmuEnv, prefix: &str, args: &[&str]) -> (String, bool) {
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg("dpdk-proc-info")
+        .args(["--file-prefix", prefix, "-d"])
+        .arg(pmd())
+        .args(["-a", PCI, "--"])
+        .args(args)
+        .env("LD_PRELOAD", emu_lib_path().unwrap())
+        .env("MANA_EMU_CONFIG", &env.config_path)
+        .env("SYSFS_PCI_DEVICES", env.pci_devices())
+        .stdin(Stdio::null())
+        .output()
+        .expect("dpdk-proc-info");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        out.status.success(),
+    )
+}
+
+/// A monitoring tool started while the primary recovers from a reset
+/// attaches and reads stats, the firmware version and the RSS table (the
+/// primary's data, in shared memory); a secondary testpmd started during a
+/// recovery sends once the recovery hands it the new doorbell page.
+#[test]
+fn secondaries_started_during_a_recovery_attach_read_and_send_after_it() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _pages = Hugepages::reserve(512).unwrap();
+    let prefix = format!("mp-late-{}", std::process::id());
+    let env = EmuEnv::new("mp-late", pair(3000)).unwrap();
+    let mut p = primary(&env, &prefix, "rxonly");
+    cmd(&mut p, "port config all rss ip");
+    cmd(&mut p, "start");
+    // Read-only queries a secondary answers from the primary's shared data.
+    let (before, ok) = proc_info(
+        &env,
+        &prefix,
+        &["-p", "3", "--firmware-version", "--show-rss-reta"],
+    );
+    assert!(ok, "{before}");
+    assert!(fw(&before, 0).contains(" net_mana-rs "), "{before}");
+    assert_has(&before, "RSS RETA configuration: hash index=63, queue=1");
+    assert!(!before.contains("not available"), "{before}");
+    assert!(!before.contains("Operation not supported"), "{before}");
+    reset(&p);
+    std::thread::sleep(Duration::from_millis(200));
+    let (out, ok) = proc_info(
+        &env,
+        &prefix,
+        &[
+            "-p",
+            "3",
+            "--stats",
+            "--firmware-version",
+            "--show-rss-reta",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert_eq!(recoveries(&p, 0), 0, "proc-info ran during the recovery");
+    for port in 0..2 {
+        assert_has(&out, &format!("NIC statistics for port {port}"));
+        assert_has(
+            &out,
+            &format!("Ethdev port {port} firmware version: {}", fw(&before, port)),
+        );
+    }
+    // Two rx queues: the default table alternates 0, 1 over 64 entries.
+    assert_has(&out, "RSS RETA configuration: hash index=62, queue=0");
+    assert_has(&out, "RSS RETA configuration: hash index=63, queue=1");
+    assert!(!out.contains("not available"), "{out}");
+    assert!(!out.contains("Operation not supported"), "{out}");
+    assert!(!out.contains("No Ethernet ports"), "{out}");
+    wait_recovered(&p, 1, Duration::from_secs(20));
+
+    // A secondary testpmd attaching during the next recovery gets its page
+    // from the recovery, and its traffic flows once the port is back.
+    reset(&p);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut s = secondary(&env, &prefix, "flowgen");
+    assert_eq!(recoveries(&p, 0), 1, "the secondary attached mid-recovery");
+    cmd(&mut s, "start");
+    wait_recovered(&p, 2, Duration::from_secs(20));
+    wait_secondary_sending(&p, &[], "after the recovery the secondary attached in");
+    cmd(&mut s, "stop");
+    let sec = s.quit().unwrap();
+    assert_has(&sec, "recovering the port from a device reset");
+    cmd(&mut p, "stop");
+    p.quit().unwrap();
+}
+
+/// The version proc-info printed for `port` before the reset.
+fn fw(out: &str, port: u16) -> String {
+    let k = format!("Ethdev port {port} firmware version: ");
+    let i = out.find(&k).unwrap_or_else(|| panic!("no {k} in {out}")) + k.len();
+    out[i..].lines().next().unwrap().to_string()
+}
