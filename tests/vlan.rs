@@ -30,7 +30,7 @@ fn vlan_strip_toggles_while_the_port_forwards() {
         .collect();
     let mut t = spawn(&env, &["--forward-mode=io"]);
     cmd(&mut t, "start");
-    let mut phase = |t: &mut Testpmd, command: Option<&str>, k: u64| {
+    let phase = |t: &mut Testpmd, command: Option<&str>, k: u64| {
         if let Some(c) = command {
             let o = cmd(t, c);
             assert!(!o.contains("failed"), "{c}: {o}");
