@@ -661,26 +661,6 @@ impl Drop for Testpmd {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::without_events;
-
-    #[test]
-    fn event_lines_are_cut_out_even_inside_a_prompt() {
-        let raw = "te\nPort 0: error recovery successful event\nstpmd> \r\n";
-        assert_eq!(without_events(raw), "testpmd> \r\n");
-        let raw = "a\nPort 1: link state change event\nPort 1: x\n";
-        assert_eq!(without_events(raw), "aPort 1: x\n");
-        let kept = "\nPort 0: not an event line\n  RX-packets: 3\n";
-        assert_eq!(without_events(kept), kept);
-        // The event's leading newline written apart, inside the prompt.
-        let raw = "Done.\ntestpmd\n> \r\ntestpmd> Port 0: error recovery successful event\n";
-        let v = without_events(raw);
-        assert_eq!(v, "Done.\ntestpmd\n> \r\ntestpmd> ");
-        assert!(v.replace('\n', "").contains("testpmd> \r"));
-    }
-}
-
 /// 2 MiB hugepages reserved (and hugetlbfs mounted) for a test, as DPDK's
 /// multi-process support needs; the previous reservation is restored on
 /// drop. Needs root.
@@ -726,5 +706,25 @@ impl Hugepages {
 impl Drop for Hugepages {
     fn drop(&mut self) {
         let _ = std::fs::write(Self::NR, self.0.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_events;
+
+    #[test]
+    fn event_lines_are_cut_out_even_inside_a_prompt() {
+        let raw = "te\nPort 0: error recovery successful event\nstpmd> \r\n";
+        assert_eq!(without_events(raw), "testpmd> \r\n");
+        let raw = "a\nPort 1: link state change event\nPort 1: x\n";
+        assert_eq!(without_events(raw), "aPort 1: x\n");
+        let kept = "\nPort 0: not an event line\n  RX-packets: 3\n";
+        assert_eq!(without_events(kept), kept);
+        // The event's leading newline written apart, inside the prompt.
+        let raw = "Done.\ntestpmd\n> \r\ntestpmd> Port 0: error recovery successful event\n";
+        let v = without_events(raw);
+        assert_eq!(v, "Done.\ntestpmd\n> \r\ntestpmd> ");
+        assert!(v.replace('\n', "").contains("testpmd> \r"));
     }
 }
