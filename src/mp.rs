@@ -78,7 +78,7 @@ pub fn port_name(device: &str, ib_port: u32) -> String {
 }
 
 /// The port id of `name` among this process's ports.
-fn port_by_name(name: &str) -> Option<u16> {
+pub fn port_by_name(name: &str) -> Option<u16> {
     let cname = std::ffi::CString::new(name).ok()?;
     let mut id = 0u16;
     // SAFETY: a NUL-terminated name and a place for the id.
@@ -441,6 +441,12 @@ pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int 
     let mut failed = 0;
     for ib_port in (1..=crate::devargs::MAX_MACS as u32).filter(|&ib| ports & 1 << ib != 0) {
         let port_name = port_name(name, ib_port);
+        if port_by_name(&port_name).is_some() {
+            // Probed again (the primary attached another port of the
+            // function): this one is attached here already.
+            attached += 1;
+            continue;
+        }
         let cname = std::ffi::CString::new(port_name.clone()).expect("no NUL in a device name");
         // SAFETY: the primary drives a port of this name.
         let dev = unsafe { ffi::rte_eth_dev_attach_secondary(cname.as_ptr()) };

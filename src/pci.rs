@@ -69,8 +69,10 @@ static DRIVER: Driver = Driver(UnsafeCell::new(ffi::rte_pci_driver {
     dma_map: None,
     dma_unmap: None,
     id_table: ID_TABLE.as_ptr(),
-    // No BAR mapping: the kernel mana/mana_ib drivers stay bound.
-    drv_flags: ffi::RTE_PCI_DRV_INTR_RMV,
+    // No BAR mapping: the kernel mana/mana_ib drivers stay bound. One
+    // function carries several ports: probing it again (a `port attach`
+    // with other `mac=` devargs) adds the ports not created yet.
+    drv_flags: ffi::RTE_PCI_DRV_INTR_RMV | ffi::RTE_PCI_DRV_PROBE_AGAIN,
 }));
 
 unsafe extern "C" fn probe(_drv: *mut ffi::rte_pci_driver, dev: *mut ffi::rte_pci_device) -> c_int {

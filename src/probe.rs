@@ -80,7 +80,14 @@ pub(crate) fn pci_probe(dev: &mut ffi::rte_pci_device) -> c_int {
     };
     let ib = &infos[index];
     match probe_ports(dev, &list, index, ib, &devargs) {
-        Ok(0) => {
+        Ok(Probed {
+            created: 0,
+            existing,
+        }) if existing > 0 => {
+            info!("{pci}: the {existing} selected port(s) exist already; nothing to add");
+            0
+        }
+        Ok(Probed { created: 0, .. }) => {
             let wanted: Vec<String> = devargs.macs().iter().map(MacAddr::to_string).collect();
             error!(
                 "{pci}: RDMA device {} has no port with MAC {}; check the mac= devargs against 'ip -br link'",
@@ -89,8 +96,8 @@ pub(crate) fn pci_probe(dev: &mut ffi::rte_pci_device) -> c_int {
             );
             -libc::ENODEV
         }
-        Ok(n) => {
-            info!("{pci}: probed {n} port(s) of RDMA device {}", ib.name);
+        Ok(Probed { created, .. }) => {
+            info!("{pci}: probed {created} port(s) of RDMA device {}", ib.name);
             0
         }
         Err(e) => e,
@@ -117,14 +124,21 @@ fn explain_missing(pci: &PciAddr, infos: &[DeviceInfo]) {
     }
 }
 
-/// Creates an ethdev for every selected port; returns how many.
+/// What a probe did with the selected ports.
+struct Probed {
+    created: usize,
+    /// Selected ports that exist already (the function is probed again).
+    existing: usize,
+}
+
+/// Creates an ethdev for every selected port that does not exist yet.
 fn probe_ports(
     dev: &mut ffi::rte_pci_device,
     list: &DeviceList,
     index: usize,
     ib: &DeviceInfo,
     devargs: &Devargs,
-) -> Result<usize, c_int> {
+) -> Result<Probed, c_int> {
     let pci = pci_addr(dev);
     let ctx = list.open(index).map_err(|e| {
         error!("{pci}: {}: {e}", ib.name);
@@ -141,7 +155,10 @@ fn probe_ports(
             "{pci}: {} is not the MANA Ethernet function (vendor_part_id {part}); skipped",
             ib.name
         );
-        return Ok(0);
+        return Ok(Probed {
+            created: 0,
+            existing: 0,
+        });
     }
     if attr.raw_packet_caps == 0 {
         error!(
@@ -151,7 +168,10 @@ fn probe_ports(
         return Err(-libc::ENOTSUP);
     }
     let name = device_name(dev);
-    let mut probed = 0;
+    let mut probed = Probed {
+        created: 0,
+        existing: 0,
+    };
     for ib_port in 1..=u32::from(attr.orig_attr.phys_port_cnt) {
         let Some(netdev) = sysfs::port_netdev(&ib.ibdev_path, ib_port) else {
             warn!(
@@ -163,8 +183,13 @@ fn probe_ports(
         if !devargs.selects(&netdev.mac) {
             continue;
         }
+        let port_name = crate::mp::port_name(&name, ib_port);
+        if crate::mp::port_by_name(&port_name).is_some() {
+            probed.existing += 1;
+            continue;
+        }
         let spec = port::PortSpec {
-            name: crate::mp::port_name(&name, ib_port),
+            name: port_name,
             pci,
             ib_index: index,
             ib: ib.clone(),
@@ -173,7 +198,7 @@ fn probe_ports(
             attr,
         };
         port::create(dev, list, spec)?;
-        probed += 1;
+        probed.created += 1;
     }
     Ok(probed)
 }
