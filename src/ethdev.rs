@@ -695,6 +695,7 @@ unsafe extern "C" fn mtu_set(dev: *mut rte_eth_dev, mtu: u16) -> c_int {
 
 unsafe extern "C" fn stats_get(dev: *mut rte_eth_dev, s: *mut ffi::rte_eth_stats) -> c_int {
     let d = data(dev);
+    queues::settle_tx(d);
     // SAFETY: ethdev passes a zeroed stats struct.
     let s = unsafe { &mut *s };
     let nq = ffi::RTE_ETHDEV_QUEUE_STAT_CNTRS as usize;

@@ -407,6 +407,20 @@ pub fn drain_tx(d: &ffi::rte_eth_dev_data) {
     }
 }
 
+/// Settles every tx queue's counts before they are read (see
+/// [`TxQueue::settle`]).
+pub fn settle_tx(d: &ffi::rte_eth_dev_data) {
+    for i in 0..usize::from(d.nb_tx_queues) {
+        let q = txq_ptr(d, i);
+        if !q.is_null() {
+            // SAFETY: set-up queues are freed only by queue release or close,
+            // which ethdev does not run concurrently with reading the
+            // statistics of the same port.
+            unsafe { TxQueue::settle(q) };
+        }
+    }
+}
+
 /// [`drain_tx`] for one queue whose gate is closed.
 pub fn drain_txq(q: &mut TxQueue) {
     for _ in 0..1000 {

@@ -159,6 +159,24 @@ impl TxQueue {
         }
     }
 
+    /// Reaps the completions the device has written, unless a burst is
+    /// running: sends are counted when posted and taken back when their
+    /// error completion is reaped, so a queue nobody polls (forwarding
+    /// stopped) would keep counting what the device dropped as sent. Called
+    /// before statistics are read.
+    ///
+    /// # Safety
+    /// `q` came from [`TxQueue::alloc`] and is not freed during the call.
+    pub unsafe fn settle(q: *mut TxQueue) {
+        // SAFETY: per the contract `q` is live; the gate's pass excludes
+        // every burst (and other settlers), so the state is ours while held.
+        unsafe {
+            if let Some(_pass) = (*q).gate.enter() {
+                (*q).st.reap();
+            }
+        }
+    }
+
     /// Frees a stopped queue.
     ///
     /// # Safety

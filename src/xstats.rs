@@ -56,6 +56,7 @@ fn queues<T: 'static>(
 
 /// Every (name, value) pair, in a stable order.
 fn collect(d: &ffi::rte_eth_dev_data) -> Vec<(String, u64)> {
+    crate::queues::settle_tx(d);
     let mut out = Vec::new();
     for (i, q) in queues::<RxQueue>(d.rx_queues, d.nb_rx_queues) {
         for (name, f) in RX {

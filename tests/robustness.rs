@@ -355,3 +355,37 @@ fn sends_discarded_at_stop_are_not_counted_as_sent() {
     assert_eq!(s1.tx_errors, 100, "the discarded sends are errors: {s1:?}");
     t.quit().unwrap();
 }
+
+/// Frames above the MTU are dropped by the device (an error completion per
+/// send). Sends are counted when posted and taken back when the error
+/// completion is reaped; once forwarding stops nobody polls the queue, so
+/// reading the statistics reaps what the device has completed: no dropped
+/// frame stays counted as sent.
+#[test]
+fn frames_the_device_drops_are_not_counted_as_sent_after_forwarding_stops() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let env = EmuEnv::new("rs-mtu-drops", single(vec![PortDef::sink(MAC_A)])).unwrap();
+    let mut t = spawn(&env, &["--forward-mode=txonly", "--txd=256"]);
+    cmd(&mut t, "set txpkts 2000");
+    cmd(&mut t, "start");
+    wait_dev(&t, "MTU drops", |c| {
+        c.port(MAC_A).unwrap().drops("mtu") > 10_000
+    });
+    cmd(&mut t, "stop");
+    let dev = settled(&t);
+    let a = dev.port(MAC_A).unwrap();
+    let s = t.port_stats(0).unwrap();
+    assert_eq!(a.tx_packets, 0, "{a:?}");
+    assert_eq!(
+        (s.tx_packets, s.tx_bytes, s.tx_errors),
+        (0, 0, a.drops("mtu")),
+        "{s:?} vs device {a:?}"
+    );
+    let x = xstats(&mut t, 0);
+    assert_eq!(xstat(&x, "tx_q0_mtu_drop_completions"), a.drops("mtu"));
+    assert_eq!(xstat(&x, "tx_q0_packets"), 0);
+    t.quit().unwrap();
+}
