@@ -139,7 +139,10 @@ unsafe extern "C" fn dev_configure(dev: *mut rte_eth_dev) -> c_int {
         return neg(libc::EINVAL);
     }
     if conf.lpbk_mode != 0 {
-        error!("{}: loopback mode is not supported", p.name);
+        error!(
+            "{}: lpbk_mode {} refused: MANA has no loopback mode and Azure does not send a port's frames back to it; configure lpbk_mode 0",
+            p.name, conf.lpbk_mode
+        );
         return neg(libc::EINVAL);
     }
     if conf.intr_conf.lsc() != 0 {

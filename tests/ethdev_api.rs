@@ -57,3 +57,17 @@ fn eal_cleanup_with_the_port_started_stops_and_closes_it() {
     assert!(!c.queues.is_empty(), "the port created queues: {c:?}");
     assert!(live.is_empty(), "queues left at exit: {live:?}");
 }
+
+/// Loopback mode is refused, with the reason; the port configures without it.
+#[test]
+fn loopback_mode_is_refused_with_the_reason() {
+    let (out, ok, _env) = run("lpbk");
+    assert!(ok, "{out}");
+    assert!(out.contains("LPBK1 -22 LPBK0 0"), "{out}");
+    assert!(
+        out.contains(
+            "net_mana: 7870:00:00.0_port1: lpbk_mode 1 refused: MANA has no loopback mode"
+        ),
+        "{out}"
+    );
+}

@@ -12,6 +12,10 @@
  *     (Toeplitz computed here) and queue (default table: hash % 4).
  *       RSS <group> CONFIGURE <ret> SENT <n> GOT <n> HASH_OK <n> QUEUE_OK <n>
  *
+ *   ethdev_api lpbk <EAL args...>
+ *     Configures with lpbk_mode 1, then 0.
+ *       LPBK1 <ret> LPBK0 <ret>
+ *
  *   ethdev_api exit-started <EAL args...>
  *     Configures and starts the port, then calls rte_eal_cleanup() with the
  *     port still started, as an application that simply exits does.
@@ -241,6 +245,15 @@ int main(int argc, char **argv)
 			  RTE_ETH_RSS_PROTO_MASK & info.flow_type_rss_offloads, IPV4_TCP, 1);
 		rss_group(port, pool, "ip-tcp", RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP, IPV6_NONE, 0);
 		rte_eth_dev_close(port);
+	} else if (strcmp(mode, "lpbk") == 0) {
+		struct rte_eth_conf conf;
+
+		memset(&conf, 0, sizeof(conf));
+		conf.lpbk_mode = 1;
+		ret = rte_eth_dev_configure(port, 1, 1, &conf);
+		printf("LPBK1 %d", ret);
+		conf.lpbk_mode = 0;
+		printf(" LPBK0 %d\n", rte_eth_dev_configure(port, 1, 1, &conf));
 	} else if (strcmp(mode, "exit-started") == 0) {
 		ret = setup(port, pool, RTE_ETH_RSS_IP, 1);
 		printf("START %d\n", ret);
