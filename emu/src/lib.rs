@@ -16,6 +16,7 @@ pub mod config;
 pub mod control;
 pub mod device;
 pub mod doorbell;
+pub mod fd;
 pub mod ffi;
 pub mod harness;
 pub mod mem;
