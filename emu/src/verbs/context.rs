@@ -39,8 +39,11 @@ pub(super) struct EmuMr {
 /// # Safety
 /// `ctx` must be a context returned by [`ibv_open_device`].
 pub(super) unsafe fn ectx<'a>(ctx: *mut ibv_context) -> &'a EmuContext {
-    // SAFETY: per the contract, `ctx` is the `context` field (the last
-    // member) of the verbs_context at the start of an EmuContext.
+    // SAFETY: `ctx` came from `ibv_open_device` (this function's
+    // requirement), which returns `&mut (*p).vctx.context` for `p`, a leaked
+    // `Box<EmuContext>` freed only by `ibv_close_device`. EmuContext is
+    // `repr(C)` with `vctx` first, so stepping back by the offset of
+    // `context` within `verbs_context` gives `p`, live and properly aligned.
     unsafe { &*((ctx as *mut u8).sub(offset_of!(verbs_context, context)) as *const EmuContext) }
 }
 
@@ -349,7 +352,9 @@ pub(super) unsafe extern "C" fn slot_alloc_parent_domain(
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     // SAFETY: a PD from ibv_alloc_pd / alloc_parent_domain.
     let p = unsafe { &*(pd as *mut EmuPd) };
-    // SAFETY: its context is still open (libibverbs contract).
+    // SAFETY: libibverbs requires every PD to be deallocated before its
+    // context is closed, so `p.pd.context` is still an open context from
+    // ibv_open_device.
     let c = unsafe { ectx(p.pd.context) };
     match c.sh.st.lock().unwrap().dealloc_pd(p.handle) {
         Ok(()) => {
@@ -361,11 +366,11 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     }
 }
 
-pub(super) unsafe fn reg_mr_common(
-    pd: *mut ibv_pd,
-    addr: *mut c_void,
-    length: usize,
-) -> *mut ibv_mr {
+/// # Safety
+/// `pd` must be a PD from `ibv_alloc_pd` or the parent-domain slot whose
+/// context is open, and `[addr, addr + length)` must stay mapped until
+/// `ibv_dereg_mr` (the verbs API's registration rule).
+unsafe fn reg_mr_common(pd: *mut ibv_pd, addr: *mut c_void, length: usize) -> *mut ibv_mr {
     // SAFETY: a PD from ibv_alloc_pd.
     let p = unsafe { &*(pd as *mut EmuPd) };
     // SAFETY: its context is open.
@@ -401,7 +406,9 @@ pub unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     _access: c_int,
 ) -> *mut ibv_mr {
-    // SAFETY: forwarded contract.
+    // SAFETY: `reg_mr_common` asks what `ibv_reg_mr`'s own caller must
+    // provide under the verbs API: a PD of ours with an open context and a
+    // range mapped until `ibv_dereg_mr`; both arguments pass unchanged.
     unsafe { reg_mr_common(pd, addr, length) }
 }
 
@@ -417,7 +424,9 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     if iova != addr as u64 {
         return errno_null(Errno(libc::EINVAL));
     }
-    // SAFETY: forwarded contract.
+    // SAFETY: `ibv_reg_mr` has the same requirements on `pd` and the range
+    // as this function (verbs API); they pass unchanged, and with
+    // `iova == addr` the registration means the same thing.
     unsafe { ibv_reg_mr(pd, addr, length, access) }
 }
 
@@ -429,7 +438,9 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: u32,
 ) -> *mut ibv_mr {
-    // SAFETY: forwarded contract.
+    // SAFETY: `ibv_reg_mr_iova` has the same requirements on `pd` and the
+    // range as this function (verbs API); they pass unchanged, and the
+    // access flags are the same bits in a signed int.
     unsafe { ibv_reg_mr_iova(pd, addr, length, iova, access as c_int) }
 }
 
