@@ -7,6 +7,8 @@
 //! `{"cmd":"inject","mac":"...","frames":["<hex>",...]}`.
 //! Replies: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
 
+#![forbid(unsafe_code)]
+
 use crate::device::{Counters, Emulator, Fault, Shared, Trigger};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};

@@ -97,3 +97,39 @@ pub(crate) fn drain_eventfd(fd: RawFd) {
     // this stack frame.
     unsafe { libc::read(fd, b.as_mut_ptr().cast(), 8) };
 }
+
+/// Reads what is available from `fd` into `buf`; read(2)'s result (bytes
+/// read, 0 at end of file, -1 with errno set, e.g. EAGAIN).
+pub(crate) fn read_fd(fd: RawFd, buf: &mut [u8]) -> isize {
+    // SAFETY: read(2) writes at most `buf.len()` bytes into `buf`, a live
+    // mutable slice; a bad fd only makes it fail with EBADF.
+    unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) }
+}
+
+/// A non-blocking, close-on-exec inotify instance; `None` if the kernel
+/// refuses one (e.g. the per-user instance limit).
+pub(crate) fn inotify() -> Option<OwnedFd> {
+    // SAFETY: inotify_init1(2) takes no pointers; it returns a new fd or -1.
+    let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+    // SAFETY: a non-negative `fd` was just returned by inotify_init1(2) and
+    // is owned by no one else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds an inotify watch for `path`; the watch descriptor, or -1 (errno
+/// set, or the path holds a NUL byte).
+pub(crate) fn inotify_add_watch(fd: RawFd, path: &std::path::Path, mask: u32) -> i32 {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return -1;
+    };
+    // SAFETY: inotify_add_watch(2) reads the path, a NUL-terminated string
+    // that `c` keeps alive for the call.
+    unsafe { libc::inotify_add_watch(fd, c.as_ptr(), mask) }
+}
+
+/// Removes watch `wd` from inotify instance `fd`.
+pub(crate) fn inotify_rm_watch(fd: RawFd, wd: i32) {
+    // SAFETY: inotify_rm_watch(2) takes no pointers; a stale `wd` only makes
+    // it fail with EINVAL.
+    unsafe { libc::inotify_rm_watch(fd, wd) };
+}

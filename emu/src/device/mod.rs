@@ -2,9 +2,9 @@
 //! thread, packet movement between ports, faults and counters.
 //!
 //! The model is safe Rust (`#![forbid(unsafe_code)]` in every module but
-//! [`mr`], which turns a registration into a [`Region`]); driver memory is
-//! reached only through [`dma`], and file descriptors through
-//! [`crate::fd`]. All state sits behind one mutex. The device thread holds
+//! `mr`, which turns a registration into a [`Region`]); driver memory is
+//! reached only through `dma`, and file descriptors through
+//! `crate::fd`. All state sits behind one mutex. The device thread holds
 //! it while it touches queue memory, so a `destroy_*` that has taken the
 //! lock and removed the queue is guaranteed the device never touches the
 //! buffer again (the quiesce the brief asks for) before the buffer is freed.
@@ -13,19 +13,19 @@
 //!
 //! | Module | Block |
 //! |---|---|
-//! | [`objects`] | verbs objects and the control path: PDs, WQ/CQ/QP/indirection-table creation and destruction, queue buffer sizes |
-//! | [`context`] | device contexts: open/close, their doorbell pages, the adapters a context may see |
-//! | [`mr`] | memory registration and the SGE check against a queue's MRs |
-//! | [`doorbells`] | doorbell stores (trapped or sampled from memfd pages) decoded into queue tails and CQ arms |
-//! | [`dma`] | every read and write of driver memory: WQEs, SGEs, CQEs, doorbell pages |
-//! | [`cq`] | completion queues: CQE posting, owner bits, delayed CQEs, arming and completion channels |
-//! | [`tx`] | send queues: WQE validation, checksum offloads, TSO, VLAN insert, drops |
-//! | [`rx`] | receive queues: WQE consumption, checksum verdicts, VLAN strip, coalescing |
-//! | [`rss`] | RSS: Toeplitz hash and RQ selection |
-//! | [`ports`] | the ports' wire side: backends, backlogs, capture, MTU |
-//! | [`counters`] | device, port and queue counters |
-//! | [`faults`] | injected faults, their triggers and timers |
-//! | [`thread`] | the [`Emulator`] handle and the device thread that runs [`State::step`] |
+//! | `objects` | verbs objects and the control path: PDs, WQ/CQ/QP/indirection-table creation and destruction, queue buffer sizes |
+//! | `context` | device contexts: open/close, their doorbell pages, the adapters a context may see |
+//! | `mr` | memory registration and the SGE check against a queue's MRs |
+//! | `doorbells` | doorbell stores (trapped or sampled from memfd pages) decoded into queue tails and CQ arms |
+//! | `dma` | every read and write of driver memory: WQEs, SGEs, CQEs, doorbell pages |
+//! | `cq` | completion queues: CQE posting, owner bits, delayed CQEs, arming and completion channels |
+//! | `tx` | send queues: WQE validation, checksum offloads, TSO, VLAN insert, drops |
+//! | `rx` | receive queues: WQE consumption, checksum verdicts, VLAN strip, coalescing |
+//! | `rss` | RSS: Toeplitz hash and RQ selection |
+//! | `ports` | the ports' wire side: backends, backlogs, capture, MTU |
+//! | `counters` | device, port and queue counters |
+//! | `faults` | injected faults, their triggers and timers |
+//! | `thread` | the [`Emulator`] handle and the device thread that runs [`State::step`] |
 
 #![deny(unsafe_code)] // forbidden in every child but `mr`
 

@@ -15,15 +15,15 @@
 //!
 //! | Module | rdma-core | Entry points |
 //! |---|---|---|
-//! | [`context`] | `mana.c` | open/close device, query device/port/gid/pkey, PDs and parent domains, MRs |
-//! | [`cq`] | `cq.c` | completion channels, CQs, CQ events, `poll_cq` / `req_notify_cq` ops |
-//! | [`wq`] | `wq.c` | RQs (`create_wq` slot), indirection tables |
-//! | [`qp`] | `qp.c`, `wr.c` | RAW send QPs, RSS receive QPs, `post_*` ops |
-//! | [`manadv`] | `manadv.c` | buffer allocators, `manadv_init_obj` |
-//! | [`devices`] | libibverbs `device.c` | device list, names, GUIDs |
-//! | [`events`] | libibverbs | async events, `*_str` helpers |
-//! | [`fork`] | libibverbs | fork-support stubs |
-//! | [`global`] | — | the process-wide emulator and the preload constructor's work |
+//! | `context` | `mana.c` | open/close device, query device/port/gid/pkey, PDs and parent domains, MRs |
+//! | `cq` | `cq.c` | completion channels, CQs, CQ events, `poll_cq` / `req_notify_cq` ops |
+//! | `wq` | `wq.c` | RQs (`create_wq` slot), indirection tables |
+//! | `qp` | `qp.c`, `wr.c` | RAW send QPs, RSS receive QPs, `post_*` ops |
+//! | `manadv` | `manadv.c` | buffer allocators, `manadv_init_obj` |
+//! | `devices` | libibverbs `device.c` | device list, names, GUIDs |
+//! | `events` | libibverbs | async events, `*_str` helpers |
+//! | `fork` | libibverbs | fork-support stubs |
+//! | `global` | — | the process-wide emulator and the preload constructor's work |
 
 #![allow(clippy::missing_safety_doc)]
 
