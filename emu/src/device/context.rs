@@ -36,7 +36,7 @@ pub(super) struct ClosedPage {
 /// Closed contexts whose memfd page is still sampled (and whose trapped
 /// page is detached when the device goes away); older ones are forgotten
 /// (their stores are still ignored, but no longer counted).
-pub(super) const CLOSED_PAGES_KEPT: usize = 256;
+const CLOSED_PAGES_KEPT: usize = 256;
 
 /// What `open_context` hands to the verbs layer.
 pub struct CtxInfo {

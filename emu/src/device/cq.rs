@@ -78,7 +78,7 @@ impl State {
         }
     }
 
-    pub(super) fn signal_cq(&mut self, cqh: u32) {
+    fn signal_cq(&mut self, cqh: u32) {
         let Some(c) = self.cqs.get_mut(&cqh) else {
             return;
         };

@@ -131,7 +131,7 @@ impl State {
         Ok(())
     }
 
-    pub(super) fn validate_fault(&self, f: &Fault) -> Res<()> {
+    fn validate_fault(&self, f: &Fault) -> Res<()> {
         match f {
             Fault::Reset { pci, .. } | Fault::HotRemove { pci } => {
                 self.adapter_by_pci(pci).map(|_| ())
@@ -145,7 +145,7 @@ impl State {
         }
     }
 
-    pub(super) fn fatal_contexts(&mut self, adapter: usize) {
+    fn fatal_contexts(&mut self, adapter: usize) {
         // struct ib_uverbs_async_event_desc { u64 element; u32 event_type; u32 reserved; }
         let mut ev = [0u8; 16];
         ev[8..12].copy_from_slice(&(crate::ffi::IBV_EVENT_DEVICE_FATAL).to_le_bytes());
@@ -176,7 +176,7 @@ impl State {
         }
     }
 
-    pub(super) fn port_event(&mut self, port: usize, event: u32) {
+    fn port_event(&mut self, port: usize, event: u32) {
         let adapter = self.ports[port].adapter;
         let num = self.ports[port].index as u64 + 1;
         let mut ev = [0u8; 16];
@@ -191,7 +191,7 @@ impl State {
         }
     }
 
-    pub(super) fn apply_fault(&mut self, f: Fault) -> Res<()> {
+    fn apply_fault(&mut self, f: Fault) -> Res<()> {
         match f {
             Fault::Reset {
                 pci,

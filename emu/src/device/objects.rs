@@ -207,7 +207,7 @@ impl State {
         Ok(())
     }
 
-    pub(super) fn queue_limit(&self) -> u32 {
+    fn queue_limit(&self) -> u32 {
         match self.opts.rdma_core {
             RdmaCoreLimits::V44 => 256,
             RdmaCoreLimits::Modern => self.limits.max_qp_wr,
@@ -397,7 +397,7 @@ impl State {
         self.tables.remove(&t).map(|_| ()).ok_or(EINVAL)
     }
 
-    pub(super) fn parent_port(&self, pd: u32) -> Res<usize> {
+    fn parent_port(&self, pd: u32) -> Res<usize> {
         let p = self.pds.get(&pd).ok_or(EINVAL)?;
         if p.parent_of.is_none() {
             return Err(EINVAL); // "Create RAW QP should use parent domain"

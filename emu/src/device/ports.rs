@@ -9,7 +9,7 @@ use super::{Res, State, EINVAL, ENOENT};
 use crate::backend::{self, Backend};
 use crate::config::parse_mac;
 
-pub(super) const RX_BACKLOG_MAX: usize = 65536;
+const RX_BACKLOG_MAX: usize = 65536;
 
 impl State {
     pub(super) fn adapter_by_pci(&self, pci: &str) -> Res<usize> {
@@ -50,7 +50,7 @@ impl State {
         }
     }
 
-    pub(super) fn enqueue_rx(&mut self, port: usize, frame: Vec<u8>) {
+    fn enqueue_rx(&mut self, port: usize, frame: Vec<u8>) {
         let p = &mut self.ports[port];
         if !p.link_up {
             p.counters.drop("link_down", 1);

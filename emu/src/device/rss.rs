@@ -39,7 +39,7 @@ impl State {
 }
 
 /// RSS: Toeplitz over the configured fields. Returns (hash, NDIS hash type).
-pub(super) fn rss_hash(rss: &Rss, f: &[u8]) -> (u32, u32) {
+fn rss_hash(rss: &Rss, f: &[u8]) -> (u32, u32) {
     use crate::ffi::*;
     let Some(l) = pkt::parse(f) else {
         return (0, 0);

@@ -11,7 +11,7 @@ use crate::pkt;
 use crate::wire::{self, vendor_err as ve, RxFlags, RxPpi};
 
 impl State {
-    pub(super) fn rq_has_wqe(&self, rq: u32) -> bool {
+    fn rq_has_wqe(&self, rq: u32) -> bool {
         self.wqs
             .get(&rq)
             .is_some_and(|w| w.active && w.dev_off != w.db_tail)
@@ -185,7 +185,7 @@ impl State {
         did
     }
 
-    pub(super) fn post_rx_batch(&mut self, b: (u32, RxFlags, Vec<RxPpi>, u32)) {
+    fn post_rx_batch(&mut self, b: (u32, RxFlags, Vec<RxPpi>, u32)) {
         let (rq, flags, ppis, off) = b;
         let Some(w) = self.wqs.get(&rq) else { return };
         let (cqh, rq_id) = (w.cq, w.hw_id.unwrap_or(0));

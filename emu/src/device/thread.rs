@@ -155,11 +155,11 @@ impl State {
         did
     }
 
-    pub(super) fn has_poll_contexts(&self) -> bool {
+    fn has_poll_contexts(&self) -> bool {
         self.ctxs.values().any(|c| c.trap.is_none() && !c.dead) || !self.ctxs.is_empty()
     }
 
-    pub(super) fn pending_work(&self) -> bool {
+    fn pending_work(&self) -> bool {
         self.cqs.values().any(|c| !c.delayed.is_empty())
             || !self.faults.is_empty()
             || self.adapters.iter().any(|a| a.back_at.is_some())
@@ -170,7 +170,7 @@ impl State {
     }
 }
 
-pub(super) fn device_thread(sh: Arc<Shared>) {
+fn device_thread(sh: Arc<Shared>) {
     let mut idle_rounds = 0u32;
     while !sh.stop.load(Ordering::Relaxed) {
         let (did, pending, poll_mode) = {

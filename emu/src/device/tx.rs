@@ -10,9 +10,9 @@ use super::State;
 use crate::pkt;
 use crate::wire::{self, vendor_err as ve, TxOob, WqeHeader};
 
-pub(super) const TX_BUDGET: usize = 256;
+const TX_BUDGET: usize = 256;
 /// Largest frame a TX WQE may gather (an LSO send: 64 KiB + headers).
-pub(super) const MAX_TX_GATHER: u64 = 65536 + 256;
+const MAX_TX_GATHER: u64 = 65536 + 256;
 
 impl State {
     pub(super) fn process_sq(&mut self, wqh: u32, out: &mut Vec<(usize, Vec<u8>)>) -> bool {

@@ -32,7 +32,7 @@ pub(super) struct EmuPd {
 }
 
 #[repr(C)]
-pub(super) struct EmuMr {
+struct EmuMr {
     pub(super) mr: ibv_mr,
 }
 
@@ -124,7 +124,7 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     0
 }
 
-pub(super) fn fill_device_attr(sh: &Shared, adapter: usize, a: &mut ibv_device_attr) {
+fn fill_device_attr(sh: &Shared, adapter: usize, a: &mut ibv_device_attr) {
     let l = &sh.cfg.limits;
     fill_name(&mut a.fw_ver, "0.1.0-emu");
     a.node_guid = (0x000d_3aff_fe00_0000u64 | (adapter as u64) << 8).to_be();
@@ -169,7 +169,7 @@ pub unsafe extern "C" fn ibv_query_device(
     0
 }
 
-pub(super) unsafe extern "C" fn slot_query_device_ex(
+unsafe extern "C" fn slot_query_device_ex(
     context: *mut ibv_context,
     input: *const ibv_query_device_ex_input,
     attr: *mut ibv_device_attr_ex,
@@ -202,7 +202,7 @@ pub(super) unsafe extern "C" fn slot_query_device_ex(
     0
 }
 
-pub(super) fn fill_port_attr(c: &EmuContext, port: u8, p: &mut ibv_port_attr) -> c_int {
+fn fill_port_attr(c: &EmuContext, port: u8, p: &mut ibv_port_attr) -> c_int {
     let mut st = c.sh.st.lock().unwrap();
     // active_mtu follows the netdev MTU, as mana_ib reports it.
     st.refresh_mtu(true);
@@ -249,7 +249,7 @@ pub unsafe extern "C" fn ibv_query_port(
     unsafe { fill_port_attr(ectx(context), port_num, &mut *port_attr) }
 }
 
-pub(super) unsafe extern "C" fn slot_query_port(
+unsafe extern "C" fn slot_query_port(
     context: *mut ibv_context,
     port_num: u8,
     port_attr: *mut ibv_port_attr,
@@ -318,7 +318,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
     .cast()
 }
 
-pub(super) unsafe extern "C" fn slot_alloc_parent_domain(
+unsafe extern "C" fn slot_alloc_parent_domain(
     context: *mut ibv_context,
     attr: *mut ibv_parent_domain_init_attr,
 ) -> *mut ibv_pd {

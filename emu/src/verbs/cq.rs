@@ -22,13 +22,13 @@ pub(super) struct EmuCq {
 }
 
 #[repr(C)]
-pub(super) struct EmuChannel {
+struct EmuChannel {
     pub(super) ch: ibv_comp_channel,
     pub(super) handle: u32,
     pub(super) sh: Arc<Shared>,
 }
 
-pub(super) fn mmap_buf(size: usize) -> Res<Region> {
+fn mmap_buf(size: usize) -> Res<Region> {
     // SAFETY: anonymous private mapping.
     let p = unsafe {
         libc::mmap(

@@ -21,7 +21,7 @@ pub(super) struct EmuQp {
     pub(super) tx_vp_offset: u32,
 }
 
-pub(super) fn new_qp(
+fn new_qp(
     context: *mut ibv_context,
     a_qp_context: *mut c_void,
     pd: *mut ibv_pd,
@@ -43,7 +43,7 @@ pub(super) fn new_qp(
     qp
 }
 
-pub(super) unsafe fn init_qp_sync(qp: *mut EmuQp) {
+unsafe fn init_qp_sync(qp: *mut EmuQp) {
     // SAFETY: qp is our fresh allocation.
     unsafe {
         libc::pthread_mutex_init(
