@@ -20,6 +20,8 @@
 //! backend = { kind = "pair", peer = "00:0d:3a:00:00:02" }
 //! ```
 
+#![forbid(unsafe_code)]
+
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

@@ -7,6 +7,8 @@
 //! `{"cmd":"inject","mac":"...","frames":["<hex>",...]}`.
 //! Replies: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
 
+#![forbid(unsafe_code)]
+
 use crate::device::{Counters, Emulator, Fault, Shared, Trigger};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -112,14 +114,11 @@ pub(crate) fn handle(sh: &Arc<Shared>, req: Request) -> Reply {
         },
     };
     drop(st);
-    // SAFETY: write(2) of 8 bytes to our eventfd wakes the device thread.
-    unsafe {
-        libc::write(
-            std::os::fd::AsRawFd::as_raw_fd(&sh.wake),
-            1u64.to_ne_bytes().as_ptr().cast(),
-            8,
-        )
-    };
+    // Wake the device thread.
+    crate::fd::write_fd(
+        std::os::fd::AsRawFd::as_raw_fd(&sh.wake),
+        &1u64.to_ne_bytes(),
+    );
     r.unwrap_or_else(|e| Reply {
         ok: false,
         error: Some(e),

@@ -6,4 +6,6 @@
     dead_code
 )]
 #![allow(clippy::all)]
+// Generated code: bindgen's accessors are not ours to annotate.
+#![allow(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 include!(concat!(env!("OUT_DIR"), "/verbs_bindings.rs"));

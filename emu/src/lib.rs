@@ -3,7 +3,11 @@
 //! * [`verbs`]: the libibverbs + libmana (manadv) seam, exported from
 //!   `libmana_emu.so` for `LD_PRELOAD` into a DPDK process.
 //! * [`device`]: the device model (queues, doorbells, CQEs, RSS,
-//!   offloads, backends, faults, counters) and its device thread.
+//!   offloads, backends, faults, counters) and its device thread, one
+//!   module per hardware block; safe Rust that reaches driver memory through
+//!   [`mem`] and file descriptors through the private `fd` module.
+//! * [`pkt`], [`wire`], [`backend`]: packet handling for the offloads, the
+//!   device's view of the wire formats, the ports' backends.
 //! * [`doorbell`]: exact doorbell capture (trap-and-emulate) and poll mode.
 //! * [`config`], [`sysfs`]: configuration and the fake sysfs trees;
 //!   [`mtuwatch`]: the device following the ports' sysfs `mtu` files.
@@ -16,6 +20,7 @@ pub mod config;
 pub mod control;
 pub mod device;
 pub mod doorbell;
+mod fd;
 pub mod ffi;
 pub mod harness;
 pub mod mem;

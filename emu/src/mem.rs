@@ -50,9 +50,12 @@ impl Region {
     /// Copies `out.len()` bytes at `off` out of the region.
     pub fn read(&self, off: usize, out: &mut [u8]) {
         self.check(off, out.len());
-        // SAFETY: bounds checked above; the region is valid per `new`'s
-        // contract. Only a buggy driver writes here concurrently, and a plain
-        // byte copy is what a DMA engine would do then.
+        // SAFETY: `[off, off + out.len())` lies inside the region (checked
+        // above), and whoever created it through `Region::new` promised the
+        // region stays mapped and readable while it is used; `out` is a
+        // separate Rust buffer, so the ranges do not overlap. Only a buggy
+        // driver writes here concurrently, and a plain byte copy is what a
+        // DMA engine would do then.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 (self.addr + off) as *const u8,
@@ -65,7 +68,11 @@ impl Region {
     /// Copies `data` into the region at `off`.
     pub fn write(&self, off: usize, data: &[u8]) {
         self.check(off, data.len());
-        // SAFETY: as for `read`.
+        // SAFETY: `[off, off + data.len())` lies inside the region (checked
+        // above), which `Region::new`'s caller promised stays mapped and
+        // writable while it is used; `data` is a separate Rust buffer, so
+        // the ranges do not overlap. A driver reading these bytes at the
+        // same time sees a partial copy, as it would of a DMA engine's.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), (self.addr + off) as *mut u8, data.len())
         }

@@ -21,7 +21,10 @@
 //! retried every [`RETRY_INTERVAL`]. Without inotify (e.g. the per-user
 //! instance limit reached) every file is read every [`CHECK_INTERVAL`].
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+#![forbid(unsafe_code)]
+
+use crate::fd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -55,12 +58,9 @@ pub struct MtuWatch {
 impl MtuWatch {
     /// Watches the netdev directories `dirs` (one per port, in port order).
     pub fn new(dirs: Vec<PathBuf>) -> MtuWatch {
-        // SAFETY: plain inotify_init1(2).
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
         let now = Instant::now();
         MtuWatch {
-            // SAFETY: a fresh fd we own.
-            fd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }),
+            fd: fd::inotify(),
             buf: vec![0; 4096],
             ports: dirs
                 .into_iter()
@@ -96,7 +96,7 @@ impl MtuWatch {
         if due {
             self.next_check = now + CHECK_INTERVAL;
         }
-        let Some(fd) = self.fd.as_ref().map(|f| f.as_raw_fd()) else {
+        let Some(ifd) = self.fd.as_ref().map(|f| f.as_raw_fd()) else {
             // No inotify: read every file, on the timer only.
             return if due {
                 (0..self.ports.len()).collect()
@@ -111,9 +111,7 @@ impl MtuWatch {
             }
         };
         loop {
-            let buf = &mut self.buf;
-            // SAFETY: reading into a buffer we own, of the size given.
-            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            let n = fd::read_fd(ifd, &mut self.buf);
             if n <= 0 {
                 break; // EAGAIN: no more events
             }
@@ -138,8 +136,7 @@ impl MtuWatch {
                         // The directory is gone or elsewhere: watch its path
                         // again once it exists.
                         if mask & libc::IN_IGNORED == 0 {
-                            // SAFETY: removing our own watch.
-                            unsafe { libc::inotify_rm_watch(fd, wd) };
+                            fd::inotify_rm_watch(ifd, wd);
                         }
                         p.wd = None;
                         p.retry_at = now;
@@ -153,11 +150,7 @@ impl MtuWatch {
             if p.wd.is_some() || now < p.retry_at {
                 continue;
             }
-            let path = std::ffi::CString::new(p.dir.as_os_str().as_encoded_bytes()).ok();
-            // SAFETY: adding a watch on a NUL-terminated path.
-            let wd = path.map_or(-1, |c| unsafe {
-                libc::inotify_add_watch(fd, c.as_ptr(), MASK)
-            });
+            let wd = fd::inotify_add_watch(ifd, &p.dir, MASK);
             if wd >= 0 {
                 // Two ports on one directory share the watch descriptor;
                 // both match it above.

@@ -2,6 +2,8 @@
 //! parsing, Internet checksums, TX checksum offload, TSO, VLAN insert and
 //! strip, RX checksum verdicts and the Toeplitz RSS hash.
 
+#![forbid(unsafe_code)]
+
 pub const ETH_HLEN: usize = 14;
 pub const ETH_P_IP: u16 = 0x0800;
 pub const ETH_P_IPV6: u16 = 0x86dd;

@@ -10,10 +10,12 @@
 //!
 //! `net/<if>/mtu` is the kernel netdev's MTU, which a PMD sets by writing
 //! it (as on a VM, through `<ibdev_path>/device/net/<if>/mtu`). The device
-//! follows it (`device.rs`, `MtuWatch`). Like a kernel netdev's, it
+//! follows it (`device/ports.rs`, `MtuWatch`). Like a kernel netdev's, it
 //! outlives the process using the port: creating or repairing a tree
 //! writes the configured MTU only where the file is missing or does not
 //! hold a valid MTU (68..=9000).
+
+#![forbid(unsafe_code)]
 
 use crate::config::{AdapterConfig, Config};
 use std::fs;

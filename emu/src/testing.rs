@@ -70,7 +70,12 @@ impl DmaBuf {
     /// The device must not be reading the bytes being written (true for a
     /// ring position past the last doorbell).
     pub unsafe fn slice_mut(&mut self) -> &mut [u8] {
-        // SAFETY: per the caller's contract; the allocation is `len` bytes.
+        // SAFETY: `ptr` is a live, zero-initialised allocation of `len`
+        // bytes owned by `self` (freed only in Drop), and `&mut self` keeps
+        // it exclusively borrowed for the slice's lifetime on this side.
+        // The device thread may read it meanwhile, but the caller promises
+        // (see # Safety) it reads none of the bytes written through the
+        // slice, so no byte is written and read concurrently.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }

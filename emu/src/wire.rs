@@ -10,6 +10,8 @@
 //! checks only what MANA checks. The decoders of this module ([`Cqe`]) are
 //! also an independent cross-check of `gdma`'s encoders in the tests.
 
+#![forbid(unsafe_code)]
+
 /// Doorbell register offsets within a doorbell page.
 pub const DB_SQ: usize = 0x000;
 pub const DB_RQ: usize = 0x400;

@@ -6,13 +6,13 @@
 //!
 //! Needs root (netns, veth); skipped otherwise.
 
-use mana_emu::config::{AdapterConfig, BackendConfig, Config, PortConfig};
+use mana_emu::config::{BackendConfig, PortConfig};
 use mana_emu::harness::*;
 use std::process::Command;
 use std::time::Duration;
 
-const A: &str = "00:0d:3a:00:00:0a";
-const B: &str = "00:0d:3a:00:00:0b";
+mod common;
+use common::{config, port, A, B};
 
 fn ip(args: &[&str]) -> Result<String, String> {
     let o = Command::new("ip")
@@ -103,27 +103,16 @@ fn ping_between_namespaces_through_testpmd() {
         return;
     }
     let net = Net::new().expect("netns + veth setup");
-    let port = |mac: &str, ifname: &str| PortConfig {
-        mac: mac.into(),
-        ifname: None,
-        backend: BackendConfig::AfPacket {
-            ifname: ifname.into(),
-        },
-        mtu: 1500,
-        kernel_if_up: false,
-        lossless_rx: false,
+    let af_port = |mac: &str, ifname: &str| PortConfig {
         mac_filter: true,
+        ..port(
+            mac,
+            BackendConfig::AfPacket {
+                ifname: ifname.into(),
+            },
+        )
     };
-    let mut c = Config::default_single();
-    c.adapters = vec![AdapterConfig {
-        pci: "7870:00:00.0".into(),
-        numa_node: 0,
-        ib_name: Some("mana_0".into()),
-        ib_name_after_reset: None,
-        subsystem_vendor: 0x1414,
-        subsystem_device: 1,
-        ports: vec![port(A, &net.host[0]), port(B, &net.host[1])],
-    }];
+    let c = config(vec![af_port(A, &net.host[0]), af_port(B, &net.host[1])]);
     // The namespaces reach each other's IP through the DPDK ports' MACs,
     // as VMs behind MANA vPorts do.
     ip(&[

@@ -6,6 +6,9 @@ use mana_emu::testing::*;
 use mana_emu::Config;
 use std::process::Command;
 
+mod common;
+use common::rx_queue;
+
 const BIN: &str = env!("CARGO_BIN_EXE_mana-emu");
 
 fn run(args: &[&str]) -> (bool, String) {
@@ -87,11 +90,7 @@ fn counters_inject_and_send_over_the_control_socket() {
         "{out}"
     );
     let ctx = dev.open();
-    let mut rx = ctx
-        .rx_queues(1, 1, 64, fields::IPV4, &DPDK_RSS_KEY)
-        .unwrap();
-    rx.post(0, 8, 2048);
-    rx.ring(0);
+    let mut rx = rx_queue(&ctx, 8);
     // send: two frames as hex.
     let m = mana_emu::config::parse_mac("00:0d:3a:00:00:01").unwrap();
     let f = build::udp4(m, [2, 0, 0, 0, 0, 1], [1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 10);

@@ -2,44 +2,14 @@
 //! driver memory, trapped 64-bit doorbell stores, owner-bit CQ polling),
 //! asserting exact CQE contents, wire frames and counters.
 
-use mana_emu::config::{AdapterConfig, BackendConfig, Config, DoorbellMode, PortConfig};
+use mana_emu::config::{BackendConfig, DoorbellMode};
 use mana_emu::pkt::{self, build};
 use mana_emu::testing::*;
 use mana_emu::wire::{self, vendor_err as ve, Cqe, TxOob};
 use std::time::Duration;
 
-const A: &str = "00:0d:3a:00:00:0a";
-const B: &str = "00:0d:3a:00:00:0b";
-
-fn mac(s: &str) -> [u8; 6] {
-    mana_emu::config::parse_mac(s).unwrap()
-}
-
-fn port(m: &str, backend: BackendConfig) -> PortConfig {
-    PortConfig {
-        mac: m.into(),
-        ifname: None,
-        backend,
-        mtu: 1500,
-        kernel_if_up: false,
-        lossless_rx: false,
-        mac_filter: false,
-    }
-}
-
-fn cfg() -> Config {
-    let mut c = Config::default_single();
-    c.adapters = vec![AdapterConfig {
-        pci: "7870:00:00.0".into(),
-        numa_node: 0,
-        ib_name: Some("mana_0".into()),
-        ib_name_after_reset: None,
-        subsystem_vendor: 0x1414,
-        subsystem_device: 1,
-        ports: vec![port(A, BackendConfig::Sink), port(B, BackendConfig::Sink)],
-    }];
-    c
-}
+mod common;
+use common::{mac, queue, rx_queue, two_sinks, SecondaryMapping, A, B};
 
 fn udp(len: usize, flow: u8) -> Vec<u8> {
     build::udp4(
@@ -71,7 +41,7 @@ fn assert_tx_ok(c: &Cqe, sq_id: u32, off: u32, owner: u32) {
 
 #[test]
 fn tx_single_frame_exact_cqe_and_counters() {
-    let dev = TestDevice::new("tx1", cfg());
+    let dev = TestDevice::new("tx1", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     assert!(
@@ -95,11 +65,7 @@ fn tx_single_frame_exact_cqe_and_counters() {
     assert_eq!((pa.tx_packets, pa.tx_bytes), (1, f.len() as u64));
     assert_eq!((pa.rx_packets, pa.drops.len()), (0, 0));
     assert_eq!(k.port(B).unwrap().tx_packets, 0);
-    let q = k
-        .queues
-        .iter()
-        .find(|q| q.kind == "sq" && q.id == tx.sq_id)
-        .unwrap();
+    let q = queue(&k, "sq", tx.sq_id);
     assert_eq!(
         (
             q.counters.packets,
@@ -109,11 +75,7 @@ fn tx_single_frame_exact_cqe_and_counters() {
         ),
         (1, f.len() as u64, 1, 1)
     );
-    let cq = k
-        .queues
-        .iter()
-        .find(|q| q.kind == "cq" && q.id == tx.cq.id)
-        .unwrap();
+    let cq = queue(&k, "cq", tx.cq.id);
     assert_eq!(cq.counters.cqes, 1);
     assert_eq!(k.device.doorbells, 1);
     assert_eq!(k.device.bad_doorbells, 0);
@@ -121,7 +83,7 @@ fn tx_single_frame_exact_cqe_and_counters() {
 
 #[test]
 fn cq_wraps_at_requested_count_with_owner_laps() {
-    let dev = TestDevice::new("wrap", cfg());
+    let dev = TestDevice::new("wrap", two_sinks());
     let ctx = dev.open();
     // 96 entries: the buffer is rounded up to 128 slots, the ring wraps at 96.
     let mut tx = ctx.tx_queue(1, 96).unwrap();
@@ -148,7 +110,7 @@ fn cq_wraps_at_requested_count_with_owner_laps() {
 
 #[test]
 fn tx_cqe_suppression_and_one_cqe_per_failed_wqe() {
-    let dev = TestDevice::new("supp", cfg());
+    let dev = TestDevice::new("supp", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.capture(A);
@@ -192,7 +154,7 @@ fn tx_cqe_suppression_and_one_cqe_per_failed_wqe() {
 
 #[test]
 fn sgl_wraps_around_the_ring_end() {
-    let dev = TestDevice::new("sglwrap", cfg());
+    let dev = TestDevice::new("sglwrap", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 16).unwrap();
     assert_eq!(tx.sq.len(), 4096);
@@ -233,7 +195,7 @@ fn sgl_wraps_around_the_ring_end() {
 
 #[test]
 fn tx_vlan_insert_from_long_oob() {
-    let dev = TestDevice::new("vlan", cfg());
+    let dev = TestDevice::new("vlan", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.capture(A);
@@ -272,7 +234,7 @@ fn prefill(f: &mut [u8]) {
 
 #[test]
 fn tx_checksum_offload_ipv4_udp_tcp() {
-    let dev = TestDevice::new("csum", cfg());
+    let dev = TestDevice::new("csum", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.capture(A);
@@ -312,7 +274,7 @@ fn tx_checksum_offload_ipv4_udp_tcp() {
 
 #[test]
 fn tx_mtu_drop_gets_error_cqe() {
-    let dev = TestDevice::new("mtu", cfg());
+    let dev = TestDevice::new("mtu", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.capture(A);
@@ -333,7 +295,7 @@ fn tx_mtu_drop_gets_error_cqe() {
 
 #[test]
 fn tx_bad_memory_gets_error_cqes_not_crashes() {
-    let dev = TestDevice::new("badmem", cfg());
+    let dev = TestDevice::new("badmem", two_sinks());
     let ctx = dev.open();
     let other = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
@@ -394,7 +356,7 @@ fn tx_bad_memory_gets_error_cqes_not_crashes() {
 
 #[test]
 fn tx_malformed_oob_and_header() {
-    let dev = TestDevice::new("malformed", cfg());
+    let dev = TestDevice::new("malformed", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.capture(A);
@@ -453,7 +415,7 @@ fn rx1<'c, 'd>(ctx: &'c Ctx<'d>, n: usize, fields: u64) -> RxSet<'c, 'd> {
 
 #[test]
 fn rx_single_packet_exact_cqe() {
-    let dev = TestDevice::new("rx1", cfg());
+    let dev = TestDevice::new("rx1", two_sinks());
     let ctx = dev.open();
     let mut rx = rx1(&ctx, 1, fields::IPV4);
     assert!(rx.queues[0].rq_id >= 1024 && rx.queues[0].cq.id >= 1024);
@@ -512,7 +474,7 @@ fn rx_single_packet_exact_cqe() {
 
 #[test]
 fn rx_vlan_strip_and_checksum_verdicts() {
-    let dev = TestDevice::new("rxcsum", cfg());
+    let dev = TestDevice::new("rxcsum", two_sinks());
     let ctx = dev.open();
     let mut rx = rx1(&ctx, 1, fields::IPV4);
     rx.post(0, 16, 2048);
@@ -544,7 +506,7 @@ fn rx_vlan_strip_and_checksum_verdicts() {
 
 #[test]
 fn rx_coalescing_up_to_four_packets_per_cqe() {
-    let mut c = cfg();
+    let mut c = two_sinks();
     c.options.rx_coalesce = true;
     let dev = TestDevice::new("coal", c);
     let ctx = dev.open();
@@ -576,7 +538,7 @@ fn rx_coalescing_up_to_four_packets_per_cqe() {
 #[test]
 #[allow(clippy::needless_range_loop)]
 fn rss_spreads_by_toeplitz_and_reports_hash_type() {
-    let dev = TestDevice::new("rss", cfg());
+    let dev = TestDevice::new("rss", two_sinks());
     let ctx = dev.open();
     let mut rx = rx1(&ctx, 4, fields::IPV4 | fields::TCP);
     for q in 0..4 {
@@ -629,7 +591,7 @@ fn rss_spreads_by_toeplitz_and_reports_hash_type() {
 
 #[test]
 fn rx_drops_truncation_and_bad_buffers_never_write_outside() {
-    let dev = TestDevice::new("rxdrop", cfg());
+    let dev = TestDevice::new("rxdrop", two_sinks());
     let ctx = dev.open();
     // No RSS QP on port B: nowhere to deliver.
     dev.inject(B, udp(60, 1));
@@ -690,7 +652,7 @@ fn rx_drops_truncation_and_bad_buffers_never_write_outside() {
 
 #[test]
 fn eight_tx_queues_each_final_packet_completes() {
-    let dev = TestDevice::new("eightq", cfg());
+    let dev = TestDevice::new("eightq", two_sinks());
     let ctx = dev.open();
     dev.capture(A);
     let mut qs: Vec<_> = (0..8).map(|_| ctx.tx_queue(1, 64).unwrap()).collect();
@@ -747,7 +709,7 @@ fn eight_tx_queues_each_final_packet_completes() {
 
 #[test]
 fn poll_mode_doorbells_through_the_memfd_page() {
-    let mut c = cfg();
+    let mut c = two_sinks();
     c.options.doorbell_mode = DoorbellMode::Poll;
     let dev = TestDevice::new("pollmode", c);
     let ctx = dev.open();
@@ -758,57 +720,34 @@ fn poll_mode_doorbells_through_the_memfd_page() {
         tx.cq.wait(1);
     }
     // A second mapping of cmd_fd (what a DPDK secondary does) rings too.
-    // SAFETY: mapping our own memfd page.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            ctx.cmd_fd,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
+    let secondary = SecondaryMapping::new(ctx.cmd_fd);
     tx.post(&udp(60, 1));
     let v = gdma::SqDoorbell::for_head_bu(tx.sq_id, tx.head_bu)
         .unwrap()
         .to_raw();
-    // SAFETY: the page was just mapped writable.
-    unsafe { std::ptr::write_volatile(p as *mut u64, v) };
+    secondary.ring(wire::DB_SQ, v);
     tx.cq.wait(1);
     assert_eq!(dev.counters().port(A).unwrap().tx_packets, 21);
 }
 
 #[test]
 fn trap_mode_secondary_mapping_is_polled() {
-    let dev = TestDevice::new("secondary", cfg());
+    let dev = TestDevice::new("secondary", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
-    // SAFETY: mapping our own memfd page (a DPDK secondary's view).
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            ctx.cmd_fd,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
+    // A DPDK secondary's view of the doorbell page.
+    let secondary = SecondaryMapping::new(ctx.cmd_fd);
     tx.post(&udp(60, 1));
     let v = gdma::SqDoorbell::for_head_bu(tx.sq_id, tx.head_bu)
         .unwrap()
         .to_raw();
-    // SAFETY: writable shared mapping.
-    unsafe { std::ptr::write_volatile(p as *mut u64, v) };
+    secondary.ring(wire::DB_SQ, v);
     assert_eq!(tx.cq.wait(1)[0].cqe_type, wire::CQE_TX_OKAY);
 }
 
 #[test]
 fn pair_backend_wires_two_ports() {
-    let mut c = cfg();
+    let mut c = two_sinks();
     c.adapters[0].ports[0].backend = BackendConfig::Pair { peer: B.into() };
     c.adapters[0].ports[1].backend = BackendConfig::Pair { peer: A.into() };
     let dev = TestDevice::new("pair", c);
@@ -846,7 +785,7 @@ fn loopback_and_pcap_backends() {
             mana_emu::backend::pcap_write(&mut w, f).unwrap();
         }
     }
-    let mut c = cfg();
+    let mut c = two_sinks();
     c.adapters[0].ports[0].backend = BackendConfig::Loopback;
     c.adapters[0].ports[1].backend = BackendConfig::Pcap {
         rx: Some(rxf),
@@ -857,11 +796,7 @@ fn loopback_and_pcap_backends() {
     let ctx = dev.open();
     // Loopback: A's frames come back on A.
     let mut txa = ctx.tx_queue(1, 64).unwrap();
-    let mut rxa = ctx
-        .rx_queues(1, 1, 64, fields::IPV4, &DPDK_RSS_KEY)
-        .unwrap();
-    rxa.post(0, 16, 2048);
-    rxa.ring(0);
+    let mut rxa = rx_queue(&ctx, 16);
     let f = udp(77, 1);
     txa.post(&f);
     txa.ring();
@@ -898,7 +833,7 @@ fn loopback_and_pcap_backends() {
 
 #[test]
 fn queue_limits_and_object_rules() {
-    let dev = TestDevice::new("limits", cfg());
+    let dev = TestDevice::new("limits", two_sinks());
     let ctx = dev.open();
     // rdma-core 44: queues deeper than 256 entries are EINVAL.
     assert_eq!(ctx.tx_queue(1, 512).err().unwrap().0, libc::EINVAL);
@@ -944,7 +879,7 @@ fn queue_limits_and_object_rules() {
     st.destroy_qp(q.qp).unwrap();
     st.destroy_cq(cq).unwrap();
     drop(st);
-    let mut m = cfg();
+    let mut m = two_sinks();
     m.options.rdma_core = mana_emu::config::RdmaCoreLimits::Modern;
     let dev2 = TestDevice::new("limits2", m);
     let ctx2 = dev2.open();
@@ -961,7 +896,7 @@ fn queue_limits_and_object_rules() {
 
 #[test]
 fn destroy_while_busy_quiesces_before_free() {
-    let dev = TestDevice::new("quiesce", cfg());
+    let dev = TestDevice::new("quiesce", two_sinks());
     let ctx = dev.open();
     for round in 0..20 {
         let mut tx = ctx.tx_queue(1, 256).unwrap();
@@ -994,7 +929,7 @@ fn destroy_while_busy_quiesces_before_free() {
 #[test]
 fn unrelated_segfault_is_not_swallowed() {
     if std::env::var_os("MANA_EMU_SEGV_CHILD").is_some() {
-        let dev = TestDevice::new("segvchild", cfg());
+        let dev = TestDevice::new("segvchild", two_sinks());
         let ctx = dev.open();
         let tx = ctx.tx_queue(1, 64).unwrap();
         tx.ring(); // the handler is installed and works
@@ -1021,15 +956,11 @@ fn unrelated_segfault_is_not_swallowed() {
 
 #[test]
 fn vport_mac_filter_option() {
-    let mut c = cfg();
+    let mut c = two_sinks();
     c.adapters[0].ports[0].mac_filter = true;
     let dev = TestDevice::new("macfilter", c);
     let ctx = dev.open();
-    let mut rx = ctx
-        .rx_queues(1, 1, 64, fields::IPV4, &DPDK_RSS_KEY)
-        .unwrap();
-    rx.post(0, 8, 2048);
-    rx.ring(0);
+    let mut rx = rx_queue(&ctx, 8);
     let mine = build::udp4(mac(A), mac(B), [1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 10);
     let other = build::udp4(mac(B), mac(A), [1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 10);
     let bcast = build::udp4([0xff; 6], mac(B), [1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 10);
@@ -1045,7 +976,7 @@ fn vport_mac_filter_option() {
 /// fires at once.
 #[test]
 fn cq_arm_doorbell_signals_the_completion_channel() {
-    let dev = TestDevice::new("arm", cfg());
+    let dev = TestDevice::new("arm", two_sinks());
     let ctx = dev.open();
     let mut rx = rx1(&ctx, 1, fields::IPV4);
     rx.post(0, 16, 2048);

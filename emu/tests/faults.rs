@@ -1,60 +1,22 @@
 //! Fault injection: service reset, hot remove, link, TX pause, CQE delay
 //! and corruption, allocation failures, kernel interface up, triggers.
 
-use mana_emu::config::{AdapterConfig, BackendConfig, Config, PortConfig};
 use mana_emu::device::{Fault, Trigger};
 use mana_emu::ffi::{IBV_EVENT_DEVICE_FATAL, IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ERR};
-use mana_emu::pkt::build;
 use mana_emu::testing::*;
 use mana_emu::wire;
 use std::time::{Duration, Instant};
 
-const A: &str = "00:0d:3a:00:00:0a";
-const B: &str = "00:0d:3a:00:00:0b";
-const PCI: &str = "7870:00:00.0";
-
-fn mac(s: &str) -> [u8; 6] {
-    mana_emu::config::parse_mac(s).unwrap()
-}
-
-fn cfg() -> Config {
-    let p = |m: &str| PortConfig {
-        mac: m.into(),
-        ifname: None,
-        backend: BackendConfig::Sink,
-        mtu: 1500,
-        kernel_if_up: false,
-        lossless_rx: false,
-        mac_filter: false,
-    };
-    let mut c = Config::default_single();
-    c.adapters = vec![AdapterConfig {
-        pci: PCI.into(),
-        numa_node: 0,
-        ib_name: Some("mana_0".into()),
-        ib_name_after_reset: None,
-        subsystem_vendor: 0x1414,
-        subsystem_device: 1,
-        ports: vec![p(A), p(B)],
-    }];
-    c
-}
-
-fn udp(i: u8) -> Vec<u8> {
-    build::udp4(mac(B), mac(A), [10, 0, 0, i], [10, 0, 1, 1], 1000, 2000, 40)
-}
+mod common;
+use common::*;
 
 #[test]
 fn service_reset_fatal_event_dead_context_and_return() {
-    let dev = TestDevice::new("reset", cfg());
+    let dev = TestDevice::new("reset", two_sinks());
     let root = dev.config().options.sysfs_root.clone();
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
-    let mut rx = ctx
-        .rx_queues(1, 1, 64, fields::IPV4, &DPDK_RSS_KEY)
-        .unwrap();
-    rx.post(0, 8, 2048);
-    rx.ring(0);
+    let mut rx = rx_queue(&ctx, 8);
     tx.post(&udp(1));
     tx.ring();
     tx.cq.wait(1);
@@ -133,7 +95,7 @@ fn service_reset_fatal_event_dead_context_and_return() {
 
 #[test]
 fn hot_remove_is_for_good() {
-    let dev = TestDevice::new("hotrm", cfg());
+    let dev = TestDevice::new("hotrm", two_sinks());
     let root = dev.config().options.sysfs_root.clone();
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
@@ -159,14 +121,10 @@ fn hot_remove_is_for_good() {
 
 #[test]
 fn link_down_and_up() {
-    let dev = TestDevice::new("link", cfg());
+    let dev = TestDevice::new("link", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
-    let mut rx = ctx
-        .rx_queues(1, 1, 64, fields::IPV4, &DPDK_RSS_KEY)
-        .unwrap();
-    rx.post(0, 8, 2048);
-    rx.ring(0);
+    let mut rx = rx_queue(&ctx, 8);
     dev.capture(A);
     dev.fault(Fault::LinkDown { mac: A.into() }).unwrap();
     assert_eq!(ctx.async_event(), Some((IBV_EVENT_PORT_ERR, 1)));
@@ -200,7 +158,7 @@ fn link_down_and_up() {
 
 #[test]
 fn tx_pause_holds_wqes_until_resume() {
-    let dev = TestDevice::new("pause", cfg());
+    let dev = TestDevice::new("pause", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.fault(Fault::TxPause { mac: A.into() }).unwrap();
@@ -217,7 +175,7 @@ fn tx_pause_holds_wqes_until_resume() {
 
 #[test]
 fn cqe_delay_keeps_order() {
-    let dev = TestDevice::new("delay", cfg());
+    let dev = TestDevice::new("delay", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.fault(Fault::CqeDelay { ms: 300, count: 1 }).unwrap();
@@ -245,7 +203,7 @@ fn cqe_delay_keeps_order() {
 
 #[test]
 fn cqe_corruption_garbles_type_and_reserved_bits() {
-    let dev = TestDevice::new("corrupt", cfg());
+    let dev = TestDevice::new("corrupt", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.fault(Fault::CqeCorrupt { count: 1 }).unwrap();
@@ -265,7 +223,7 @@ fn cqe_corruption_garbles_type_and_reserved_bits() {
 
 #[test]
 fn allocation_failures_for_the_next_n_creates() {
-    let dev = TestDevice::new("allocfail", cfg());
+    let dev = TestDevice::new("allocfail", two_sinks());
     let ctx = dev.open();
     dev.fault(Fault::AllocFail { count: 2 }).unwrap();
     assert_eq!(ctx.tx_queue(1, 64).err().unwrap().0, libc::ENOMEM);
@@ -283,7 +241,7 @@ fn allocation_failures_for_the_next_n_creates() {
 
 #[test]
 fn kernel_interface_up_makes_qp_creation_ebusy() {
-    let mut c = cfg();
+    let mut c = two_sinks();
     c.adapters[0].ports[1].kernel_if_up = true;
     let dev = TestDevice::new("kif", c);
     let ctx = dev.open();
@@ -312,7 +270,7 @@ fn kernel_interface_up_makes_qp_creation_ebusy() {
 
 #[test]
 fn fault_after_n_packets_and_after_ms() {
-    let dev = TestDevice::new("trigger", cfg());
+    let dev = TestDevice::new("trigger", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 256).unwrap();
     dev.capture(A);

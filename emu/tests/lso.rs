@@ -10,40 +10,13 @@
 //! final bytes), independently of the device's incremental computation;
 //! one small case is a golden byte vector computed outside Rust.
 
-use mana_emu::config::{AdapterConfig, BackendConfig, Config, PortConfig};
+use mana_emu::config::BackendConfig;
 use mana_emu::pkt;
 use mana_emu::testing::*;
 use mana_emu::wire::{self, vendor_err as ve, Cqe};
 
-const A: &str = "00:0d:3a:00:00:0a";
-const B: &str = "00:0d:3a:00:00:0b";
-
-fn mac(s: &str) -> [u8; 6] {
-    mana_emu::config::parse_mac(s).unwrap()
-}
-
-fn cfg() -> Config {
-    let port = |m: &str| PortConfig {
-        mac: m.into(),
-        ifname: None,
-        backend: BackendConfig::Sink,
-        mtu: 1500,
-        kernel_if_up: false,
-        lossless_rx: false,
-        mac_filter: false,
-    };
-    let mut c = Config::default_single();
-    c.adapters = vec![AdapterConfig {
-        pci: "7870:00:00.0".into(),
-        numa_node: 0,
-        ib_name: Some("mana_0".into()),
-        ib_name_after_reset: None,
-        subsystem_vendor: 0x1414,
-        subsystem_device: 1,
-        ports: vec![port(A), port(B)],
-    }];
-    c
-}
+mod common;
+use common::*;
 
 const FIN: u8 = 0x01;
 const PSH: u8 = 0x08;
@@ -178,7 +151,7 @@ fn lso_golden_bytes() {
     assert_eq!(pkt::lso_tcp_prefill(&hdr, &hl), 0x1409);
     let data: Vec<u8> = (0xa0..0xaa).collect();
 
-    let dev = TestDevice::new("lso-golden", cfg());
+    let dev = TestDevice::new("lso-golden", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.capture(A);
@@ -196,7 +169,7 @@ fn lso_golden_bytes() {
 
 #[test]
 fn lso_ipv4_segments_exact_and_counted_as_on_the_wire() {
-    let dev = TestDevice::new("lso-v4", cfg());
+    let dev = TestDevice::new("lso-v4", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.capture(A);
@@ -248,11 +221,7 @@ fn lso_ipv4_segments_exact_and_counted_as_on_the_wire() {
     let pa = k.port(A).unwrap();
     assert_eq!((pa.tx_packets, pa.tx_bytes), (4, bytes));
     assert!(pa.drops.is_empty(), "{:?}", pa.drops);
-    let q = k
-        .queues
-        .iter()
-        .find(|q| q.kind == "sq" && q.id == tx.sq_id)
-        .unwrap();
+    let q = queue(&k, "sq", tx.sq_id);
     assert_eq!(
         (q.counters.packets, q.counters.bytes, q.counters.wqes),
         (4, bytes, 1)
@@ -261,7 +230,7 @@ fn lso_ipv4_segments_exact_and_counted_as_on_the_wire() {
 
 #[test]
 fn lso_ipv6_with_vlan_insert_and_many_sges() {
-    let dev = TestDevice::new("lso-v6", cfg());
+    let dev = TestDevice::new("lso-v6", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 256).unwrap();
     dev.capture(A);
@@ -306,7 +275,7 @@ fn lso_ipv6_with_vlan_insert_and_many_sges() {
 
 #[test]
 fn lso_in_frame_vlan_tag_and_single_segment() {
-    let dev = TestDevice::new("lso-one", cfg());
+    let dev = TestDevice::new("lso-one", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.capture(A);
@@ -346,7 +315,7 @@ fn lso_in_frame_vlan_tag_and_single_segment() {
 
 #[test]
 fn lso_rejections_get_error_cqes_and_are_counted() {
-    let dev = TestDevice::new("lso-bad", cfg());
+    let dev = TestDevice::new("lso-bad", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 256).unwrap();
     dev.capture(A);
@@ -485,11 +454,7 @@ fn lso_rejections_get_error_cqes_and_are_counted() {
         (pa.drops("lso"), pa.drops("mtu"), pa.tx_packets),
         (n_lso, 1, 3)
     );
-    let q = k
-        .queues
-        .iter()
-        .find(|q| q.kind == "sq" && q.id == tx.sq_id)
-        .unwrap();
+    let q = queue(&k, "sq", tx.sq_id);
     assert_eq!(
         (q.counters.errors, q.counters.wqes),
         (cases.len() as u64, cases.len() as u64 + 1)
@@ -502,7 +467,7 @@ fn lso_wrong_prefill_gives_a_wrong_checksum_on_the_wire() {
     // MANA's partial-checksum offload does): prefilling the full
     // pseudo-header (with a length, as for plain checksum offload) or the
     // final checksum is a driver bug that shows on the wire.
-    let dev = TestDevice::new("lso-prefill", cfg());
+    let dev = TestDevice::new("lso-prefill", two_sinks());
     let ctx = dev.open();
     let mut tx = ctx.tx_queue(1, 64).unwrap();
     dev.capture(A);
@@ -541,7 +506,7 @@ fn testpmd_tso_through_the_rust_pmd() {
         eprintln!("dpdk-testpmd or {} missing: skipping", pmd.display());
         return;
     }
-    let mut c = cfg();
+    let mut c = two_sinks();
     c.adapters[0].ports[0].mtu = 9000;
     let dir = std::env::temp_dir().join(format!("mana-emu-lso-pcap-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

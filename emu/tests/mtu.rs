@@ -3,7 +3,7 @@
 //! writes `<ibdev_path>/device/net/<ifname>/mtu`). The device enforces it
 //! on TX (`CQE_TX_MTU_DROP`) and RX (drop reason `rx_mtu`).
 
-use mana_emu::config::{AdapterConfig, BackendConfig, Config, PortConfig};
+use mana_emu::config::{BackendConfig, Config, PortConfig};
 use mana_emu::harness::{target_profile_dir, testpmd_available, EmuEnv, Testpmd};
 use mana_emu::pkt::{self, build};
 use mana_emu::testing::*;
@@ -11,40 +11,21 @@ use mana_emu::wire::{self, vendor_err as ve};
 use mana_emu::Fault;
 use std::time::{Duration, Instant};
 
-const A: &str = "00:0d:3a:00:00:0a";
-const B: &str = "00:0d:3a:00:00:0b";
-
-fn mac(s: &str) -> [u8; 6] {
-    mana_emu::config::parse_mac(s).unwrap()
-}
-
-fn port(m: &str, backend: BackendConfig, mtu: u32) -> PortConfig {
-    PortConfig {
-        mac: m.into(),
-        ifname: None,
-        backend,
-        mtu,
-        kernel_if_up: false,
-        lossless_rx: false,
-        mac_filter: false,
-    }
-}
+mod common;
+use common::*;
 
 fn cfg(mtu_a: u32, mtu_b: u32) -> Config {
-    let mut c = Config::default_single();
+    let mut c = config(vec![
+        PortConfig {
+            mtu: mtu_a,
+            ..port(A, BackendConfig::Sink)
+        },
+        PortConfig {
+            mtu: mtu_b,
+            ..port(B, BackendConfig::Sink)
+        },
+    ]);
     c.options.reset_down_ms = 50;
-    c.adapters = vec![AdapterConfig {
-        pci: "7870:00:00.0".into(),
-        numa_node: 0,
-        ib_name: Some("mana_0".into()),
-        ib_name_after_reset: None,
-        subsystem_vendor: 0x1414,
-        subsystem_device: 1,
-        ports: vec![
-            port(A, BackendConfig::Sink, mtu_a),
-            port(B, BackendConfig::Sink, mtu_b),
-        ],
-    }];
     c
 }
 

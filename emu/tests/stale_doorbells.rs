@@ -6,78 +6,20 @@
 //! context never shares a page with an old one, so a secondary that keeps
 //! its old mapping after a reset cannot drive the new context's queues.
 
-use mana_emu::config::{AdapterConfig, BackendConfig, Config, DoorbellMode, PortConfig};
+use mana_emu::config::{BackendConfig, Config, DoorbellMode};
 use mana_emu::device::{Counters, Fault};
-use mana_emu::pkt::build;
 use mana_emu::testing::*;
 use mana_emu::wire;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-const A: &str = "00:0d:3a:00:00:0a";
-const B: &str = "00:0d:3a:00:00:0b";
-const PCI: &str = "7870:00:00.0";
+mod common;
+use common::*;
 
 fn cfg(mode: DoorbellMode) -> Config {
-    let mut c = Config::default_single();
+    let mut c = config(vec![port(A, BackendConfig::Sink)]);
     c.options.doorbell_mode = mode;
-    c.adapters = vec![AdapterConfig {
-        pci: PCI.into(),
-        numa_node: 0,
-        ib_name: Some("mana_0".into()),
-        ib_name_after_reset: None,
-        subsystem_vendor: 0x1414,
-        subsystem_device: 1,
-        ports: vec![PortConfig {
-            mac: A.into(),
-            ifname: None,
-            backend: BackendConfig::Sink,
-            mtu: 1500,
-            kernel_if_up: false,
-            lossless_rx: false,
-            mac_filter: false,
-        }],
-    }];
     c
-}
-
-fn udp(i: u8) -> Vec<u8> {
-    let mac = |s: &str| mana_emu::config::parse_mac(s).unwrap();
-    build::udp4(mac(B), mac(A), [10, 0, 0, i], [10, 0, 1, 1], 1000, 2000, 40)
-}
-
-/// A second shared mapping of a context's `cmd_fd`, as a DPDK secondary
-/// process makes it (`mmap(PROT_WRITE, MAP_SHARED, fd, 0)`).
-struct SecondaryMapping(usize);
-
-impl SecondaryMapping {
-    fn new(cmd_fd: RawFd) -> SecondaryMapping {
-        // SAFETY: maps one page of the emulator's memfd; checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                cmd_fd,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        SecondaryMapping(p as usize)
-    }
-
-    fn ring(&self, offset: usize, value: u64) {
-        // SAFETY: a writable shared mapping of one page; offset < 4096.
-        unsafe { std::ptr::write_volatile((self.0 + offset) as *mut u64, value) };
-    }
-}
-
-impl Drop for SecondaryMapping {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping.
-        unsafe { libc::munmap(self.0 as *mut libc::c_void, 4096) };
-    }
 }
 
 /// The file behind an fd (device, inode).

@@ -12,15 +12,14 @@
 //! only then compares. Packets posted after the pause stay in the SQ and are
 //! neither transmitted nor counted by either side.
 
-use mana_emu::config::{AdapterConfig, BackendConfig, Config, PortConfig};
+use mana_emu::config::{BackendConfig, Config, PortConfig};
 use mana_emu::device::{Counters, Fault};
 use mana_emu::harness::*;
 use mana_emu::pkt;
 use std::time::Duration;
 
-const MAC_A: &str = "00:0d:3a:00:00:0a";
-const MAC_B: &str = "00:0d:3a:00:00:0b";
-const PCI: &str = "7870:00:00.0";
+mod common;
+use common::{config, mac, A as MAC_A, B as MAC_B, PCI};
 
 /// DPDK's default RSS key (`mana_rss_hash_key_default`, rx.c).
 const DPDK_KEY: [u8; 40] = [
@@ -42,32 +41,9 @@ fn skip() -> bool {
 
 fn port(mac: &str, backend: BackendConfig, lossless: bool) -> PortConfig {
     PortConfig {
-        mac: mac.into(),
-        ifname: None,
-        backend,
-        mtu: 1500,
-        kernel_if_up: false,
         lossless_rx: lossless,
-        mac_filter: false,
+        ..common::port(mac, backend)
     }
-}
-
-fn config(ports: Vec<PortConfig>) -> Config {
-    let mut c = Config::default_single();
-    c.adapters = vec![AdapterConfig {
-        pci: PCI.into(),
-        numa_node: 0,
-        ib_name: Some("mana_0".into()),
-        ib_name_after_reset: None,
-        subsystem_vendor: 0x1414,
-        subsystem_device: 1,
-        ports,
-    }];
-    c
-}
-
-fn mac(s: &str) -> [u8; 6] {
-    mana_emu::config::parse_mac(s).unwrap()
 }
 
 /// `n` UDP frames to `dst` spread over 61 flows (source addresses).

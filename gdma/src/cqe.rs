@@ -1,13 +1,12 @@
 //! Completion queue entries: the 64-byte GDMA CQE, the owner-bit phase
 //! protocol, and the MANA completion OOBs carried in its 60 data bytes.
 
-use bitfield_struct::bitfield;
-use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout, Unaligned};
+use zerocopy::FromZeros;
 
 use crate::error::{check_bits, mbz};
 use crate::le::{U16, U32};
 use crate::{
-    assert_size, DecodeError, EncodeError, WireType, CQE_DATA_SIZE, CQE_OWNER_MASK, CQE_SIZE,
+    wire_type, DecodeError, EncodeError, WireType, CQE_DATA_SIZE, CQE_OWNER_MASK, CQE_SIZE,
     RX_OOB_NUM_PPI,
 };
 
@@ -15,23 +14,23 @@ use crate::{
 // GDMA CQE
 // ---------------------------------------------------------------------------
 
-/// The CQE info dword at byte 60 (`gdma_cqe.cqe_info`).
-#[bitfield(u32, repr = U32, from = U32::new, into = U32::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct CqeInfo {
-    /// Work queue id the completion is for (bits 0-23).
-    #[bits(24)]
-    pub wq_num: u32,
-    /// The work queue is a send queue (bit 24).
-    pub is_sq: bool,
-    /// Must be zero (bits 25-28).
-    #[bits(4)]
-    pub reserved: u8,
-    /// Phase: `(producer_index / count) & 7` (bits 29-31).
-    #[bits(3)]
-    pub owner_bits: u8,
+wire_type! {
+    /// The CQE info dword at byte 60 (`gdma_cqe.cqe_info`). The hot path
+    /// reads the dword once (`from_raw`) and takes `owner_bits()` from it.
+    pub struct CqeInfo: u32 as U32 {
+        /// Work queue id the completion is for (bits 0-23).
+        #[bits(24)]
+        pub wq_num: u32,
+        /// The work queue is a send queue (bit 24).
+        pub is_sq: bool,
+        /// Must be zero (bits 25-28).
+        #[bits(4)]
+        pub reserved: u8,
+        /// Phase: `(producer_index / count) & 7` (bits 29-31).
+        #[bits(3)]
+        pub owner_bits: u8,
+    }
 }
-assert_size!(CqeInfo, 4);
 
 impl CqeInfo {
     /// Builds the info dword; fails if `wq_num` exceeds 24 bits or `owner`
@@ -44,17 +43,6 @@ impl CqeInfo {
             .with_is_sq(is_sq)
             .with_owner_bits(ow))
     }
-    /// The raw dword.
-    #[inline]
-    pub const fn to_raw(self) -> u32 {
-        self.0.get()
-    }
-    /// Reinterprets a raw dword (no validation); the hot path reads the
-    /// dword once and takes `owner_bits()` from it.
-    #[inline]
-    pub const fn from_raw(v: u32) -> Self {
-        Self(U32::new(v))
-    }
 }
 
 impl WireType for CqeInfo {
@@ -64,16 +52,15 @@ impl WireType for CqeInfo {
     }
 }
 
-/// A 64-byte completion queue entry (`struct gdma_cqe`).
-#[derive(Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
-#[repr(C)]
-pub struct Cqe {
-    /// Client data: a [`RxCompOob`] or [`TxCompOob`].
-    pub data: [u8; CQE_DATA_SIZE],
-    /// Queue id, direction and owner bits.
-    pub info: CqeInfo,
+wire_type! {
+    /// A 64-byte completion queue entry (`struct gdma_cqe`).
+    pub struct Cqe: CQE_SIZE bytes {
+        /// Client data: a [`RxCompOob`] or [`TxCompOob`].
+        pub data: [u8; CQE_DATA_SIZE],
+        /// Queue id, direction and owner bits.
+        pub info: CqeInfo,
+    }
 }
-assert_size!(Cqe, CQE_SIZE);
 
 impl Default for Cqe {
     fn default() -> Self {
@@ -353,21 +340,20 @@ impl From<CqeType> for u8 {
     }
 }
 
-/// The MANA CQE header, the first dword of the CQE data (`mana_cqe_header`).
-#[bitfield(u32, repr = U32, from = U32::new, into = U32::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct CqeHeader {
-    /// Raw [`CqeType`] (bits 0-5).
-    #[bits(6)]
-    pub cqe_type_raw: u8,
-    /// Client type (bits 6-7); MANA completions use [`crate::MANA_CQE_COMPLETION`].
-    #[bits(2)]
-    pub client_type: u8,
-    /// Vendor error code (bits 8-31).
-    #[bits(24)]
-    pub vendor_err: u32,
+wire_type! {
+    /// The MANA CQE header, the first dword of the CQE data (`mana_cqe_header`).
+    pub struct CqeHeader: u32 as U32 {
+        /// Raw [`CqeType`] (bits 0-5).
+        #[bits(6)]
+        pub cqe_type_raw: u8,
+        /// Client type (bits 6-7); MANA completions use [`crate::MANA_CQE_COMPLETION`].
+        #[bits(2)]
+        pub client_type: u8,
+        /// Vendor error code (bits 8-31).
+        #[bits(24)]
+        pub vendor_err: u32,
+    }
 }
-assert_size!(CqeHeader, 4);
 
 impl CqeHeader {
     /// A header with the given type, `client_type = MANA_CQE_COMPLETION`
@@ -382,16 +368,6 @@ impl CqeHeader {
     #[inline]
     pub fn cqe_type(&self) -> Result<CqeType, DecodeError> {
         CqeType::try_from(self.cqe_type_raw())
-    }
-    /// The raw dword.
-    #[inline]
-    pub const fn to_raw(self) -> u32 {
-        self.0.get()
-    }
-    /// Reinterprets a raw dword.
-    #[inline]
-    pub const fn from_raw(v: u32) -> Self {
-        Self(U32::new(v))
     }
 }
 
@@ -440,80 +416,54 @@ pub const MANA_HASH_L4: u16 = ndis_hash::TCP_IPV4
     | ndis_hash::TCP_IPV6_EX
     | ndis_hash::UDP_IPV6_EX;
 
-/// The RX OOB flags dword (dword 1 of `mana_rxcomp_oob`).
-#[bitfield(u32, repr = U32, from = U32::new, into = U32::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct RxCompFlags {
-    /// Stripped VLAN id (bits 0-11).
-    #[bits(12)]
-    pub rx_vlan_id: u16,
-    /// A VLAN tag was present and stripped (bit 12).
-    pub rx_vlantag_present: bool,
-    /// Outer IP header checksum good (bit 13).
-    pub rx_outer_iphdr_csum_succeed: bool,
-    /// Outer IP header checksum bad (bit 14).
-    pub rx_outer_iphdr_csum_fail: bool,
-    /// Must be zero (bit 15).
-    pub reserved1: bool,
-    /// NDIS hash type bits (bits 16-24), see [`ndis_hash`].
-    #[bits(9)]
-    pub rx_hashtype: u16,
-    /// IP header checksum good (bit 25).
-    pub rx_iphdr_csum_succeed: bool,
-    /// IP header checksum bad (bit 26).
-    pub rx_iphdr_csum_fail: bool,
-    /// TCP checksum good (bit 27).
-    pub rx_tcp_csum_succeed: bool,
-    /// TCP checksum bad (bit 28).
-    pub rx_tcp_csum_fail: bool,
-    /// UDP checksum good (bit 29).
-    pub rx_udp_csum_succeed: bool,
-    /// UDP checksum bad (bit 30).
-    pub rx_udp_csum_fail: bool,
-    /// Must be zero (bit 31).
-    pub reserved2: bool,
-}
-assert_size!(RxCompFlags, 4);
-
-impl RxCompFlags {
-    /// The raw little-endian value as an integer.
-    #[inline]
-    pub const fn to_raw(self) -> u32 {
-        self.0.get()
-    }
-    /// Reinterprets a raw value (no validation).
-    #[inline]
-    pub const fn from_raw(v: u32) -> Self {
-        Self(U32::new(v))
+wire_type! {
+    /// The RX OOB flags dword (dword 1 of `mana_rxcomp_oob`).
+    pub struct RxCompFlags: u32 as U32 {
+        /// Stripped VLAN id (bits 0-11).
+        #[bits(12)]
+        pub rx_vlan_id: u16,
+        /// A VLAN tag was present and stripped (bit 12).
+        pub rx_vlantag_present: bool,
+        /// Outer IP header checksum good (bit 13).
+        pub rx_outer_iphdr_csum_succeed: bool,
+        /// Outer IP header checksum bad (bit 14).
+        pub rx_outer_iphdr_csum_fail: bool,
+        /// Must be zero (bit 15).
+        pub reserved1: bool,
+        /// NDIS hash type bits (bits 16-24), see [`ndis_hash`].
+        #[bits(9)]
+        pub rx_hashtype: u16,
+        /// IP header checksum good (bit 25).
+        pub rx_iphdr_csum_succeed: bool,
+        /// IP header checksum bad (bit 26).
+        pub rx_iphdr_csum_fail: bool,
+        /// TCP checksum good (bit 27).
+        pub rx_tcp_csum_succeed: bool,
+        /// TCP checksum bad (bit 28).
+        pub rx_tcp_csum_fail: bool,
+        /// UDP checksum good (bit 29).
+        pub rx_udp_csum_succeed: bool,
+        /// UDP checksum bad (bit 30).
+        pub rx_udp_csum_fail: bool,
+        /// Must be zero (bit 31).
+        pub reserved2: bool,
     }
 }
 
-/// One per-packet info of an RX completion (`mana_rxcomp_perpkt_info`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    FromBytes,
-    IntoBytes,
-    Immutable,
-    KnownLayout,
-    Unaligned,
-)]
-#[repr(C)]
-pub struct RxPacketInfo {
-    /// Packet length (bits 0-15 of dword 0); 0 ends a coalesced CQE.
-    pub pkt_len: U16,
-    /// Must be zero (bits 16-31 of dword 0).
-    pub reserved1: U16,
-    /// Must be zero (dword 1).
-    pub reserved2: U32,
-    /// Toeplitz hash (dword 2).
-    pub pkt_hash: U32,
+wire_type! {
+    /// One per-packet info of an RX completion (`mana_rxcomp_perpkt_info`).
+    #[derive(Debug, Default)]
+    pub struct RxPacketInfo: 12 bytes {
+        /// Packet length (bits 0-15 of dword 0); 0 ends a coalesced CQE.
+        pub pkt_len: U16,
+        /// Must be zero (bits 16-31 of dword 0).
+        pub reserved1: U16,
+        /// Must be zero (dword 1).
+        pub reserved2: U32,
+        /// Toeplitz hash (dword 2).
+        pub pkt_hash: U32,
+    }
 }
-assert_size!(RxPacketInfo, 12);
 
 impl RxPacketInfo {
     /// A packet info with the given length and hash.
@@ -538,32 +488,20 @@ impl RxPacketInfo {
     }
 }
 
-/// The 60-byte RX completion OOB (`mana_rxcomp_oob`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    FromBytes,
-    IntoBytes,
-    Immutable,
-    KnownLayout,
-    Unaligned,
-)]
-#[repr(C)]
-pub struct RxCompOob {
-    /// CQE header.
-    pub cqe_hdr: CqeHeader,
-    /// VLAN, checksum and hash-type flags.
-    pub flags: RxCompFlags,
-    /// Per-packet infos.
-    pub ppi: [RxPacketInfo; RX_OOB_NUM_PPI],
-    /// RX WQE offset (`rx_wqe_offset`; DPDK `received_wqe_offset`).
-    pub rx_wqe_offset: U32,
+wire_type! {
+    /// The 60-byte RX completion OOB (`mana_rxcomp_oob`).
+    #[derive(Debug, Default)]
+    pub struct RxCompOob: CQE_DATA_SIZE bytes {
+        /// CQE header.
+        pub cqe_hdr: CqeHeader,
+        /// VLAN, checksum and hash-type flags.
+        pub flags: RxCompFlags,
+        /// Per-packet infos.
+        pub ppi: [RxPacketInfo; RX_OOB_NUM_PPI],
+        /// RX WQE offset (`rx_wqe_offset`; DPDK `received_wqe_offset`).
+        pub rx_wqe_offset: U32,
+    }
 }
-assert_size!(RxCompOob, CQE_DATA_SIZE);
 
 const PPI_RESERVED1: [&str; RX_OOB_NUM_PPI] = [
     "ppi[0].reserved1",
@@ -679,58 +617,32 @@ impl WireType for RxCompOob {
 // TX completion OOB
 // ---------------------------------------------------------------------------
 
-/// Dword 2 of the TX completion OOB.
-#[bitfield(u32, repr = U32, from = U32::new, into = U32::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct TxCompOffsets {
-    /// SGL offset (bits 0-4).
-    #[bits(5)]
-    pub tx_sgl_offset: u8,
-    /// WQE offset (bits 5-31).
-    #[bits(27)]
-    pub tx_wqe_offset: u32,
-}
-assert_size!(TxCompOffsets, 4);
-
-impl TxCompOffsets {
-    /// The raw little-endian value as an integer.
-    #[inline]
-    pub const fn to_raw(self) -> u32 {
-        self.0.get()
-    }
-    /// Reinterprets a raw value (no validation).
-    #[inline]
-    pub const fn from_raw(v: u32) -> Self {
-        Self(U32::new(v))
+wire_type! {
+    /// Dword 2 of the TX completion OOB.
+    pub struct TxCompOffsets: u32 as U32 {
+        /// SGL offset (bits 0-4).
+        #[bits(5)]
+        pub tx_sgl_offset: u8,
+        /// WQE offset (bits 5-31).
+        #[bits(27)]
+        pub tx_wqe_offset: u32,
     }
 }
 
-/// The 60-byte TX completion OOB (`mana_tx_comp_oob`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    FromBytes,
-    IntoBytes,
-    Immutable,
-    KnownLayout,
-    Unaligned,
-)]
-#[repr(C)]
-pub struct TxCompOob {
-    /// CQE header.
-    pub cqe_hdr: CqeHeader,
-    /// TX data offset.
-    pub tx_data_offset: U32,
-    /// SGL and WQE offsets.
-    pub offsets: TxCompOffsets,
-    /// Must be zero.
-    pub reserved: [U32; 12],
+wire_type! {
+    /// The 60-byte TX completion OOB (`mana_tx_comp_oob`).
+    #[derive(Debug, Default)]
+    pub struct TxCompOob: CQE_DATA_SIZE bytes {
+        /// CQE header.
+        pub cqe_hdr: CqeHeader,
+        /// TX data offset.
+        pub tx_data_offset: U32,
+        /// SGL and WQE offsets.
+        pub offsets: TxCompOffsets,
+        /// Must be zero.
+        pub reserved: [U32; 12],
+    }
 }
-assert_size!(TxCompOob, CQE_DATA_SIZE);
 
 const TX_RESERVED: [&str; 12] = [
     "reserved[0]",
@@ -790,6 +702,7 @@ impl WireType for TxCompOob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zerocopy::IntoBytes;
 
     #[test]
     fn cqe_type_fail_closed() {

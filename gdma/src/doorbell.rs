@@ -1,33 +1,21 @@
 //! Doorbells: 64-bit values written to the doorbell page (`union
 //! gdma_doorbell_entry`) and the 32-bit "short" form used on 32-bit hosts.
 
-use bitfield_struct::bitfield;
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
-
 use crate::error::{check_bits, mbz};
 use crate::le::{U32, U64};
 use crate::{
-    assert_size, DecodeError, EncodeError, WireType, DOORBELL_OFFSET_CQ, DOORBELL_OFFSET_EQ,
+    wire_type, DecodeError, EncodeError, WireType, DOORBELL_OFFSET_CQ, DOORBELL_OFFSET_EQ,
     DOORBELL_OFFSET_RQ, DOORBELL_OFFSET_SQ, DOORBELL_SHORT_OFFSET_CQ, DOORBELL_SHORT_OFFSET_EQ,
     DOORBELL_SHORT_OFFSET_RQ, DOORBELL_SHORT_OFFSET_SQ, WQE_BU_SIZE,
 };
 
-/// Shared raw conversions for the 64-bit doorbells.
+/// What the 64-bit doorbells add to their raw conversions: the register's
+/// offset and a validating decode.
 macro_rules! db64_common {
     ($t:ident, $off:expr) => {
         impl $t {
             /// Offset of this doorbell in the doorbell page.
             pub const OFFSET: usize = $off;
-            /// The value to write to the doorbell register.
-            #[inline]
-            pub const fn to_raw(self) -> u64 {
-                self.0.get()
-            }
-            /// Reinterprets a raw register value (no validation).
-            #[inline]
-            pub const fn from_raw(v: u64) -> Self {
-                Self(U64::new(v))
-            }
             /// Reinterprets and validates a raw register value.
             #[inline]
             pub fn decode_raw(v: u64) -> Result<Self, DecodeError> {
@@ -36,26 +24,25 @@ macro_rules! db64_common {
                 Ok(d)
             }
         }
-        assert_size!($t, 8);
     };
 }
 
-/// Send queue doorbell (offset 0x000).
-///
-/// `tail_ptr` is the producer position in **bytes** (`head_bu * 32`), a
-/// running value that is never reduced modulo the queue size.
-#[bitfield(u64, repr = U64, from = U64::new, into = U64::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct SqDoorbell {
-    /// Send queue id (bits 0-23).
-    #[bits(24)]
-    pub id: u32,
-    /// Must be zero (bits 24-31).
-    #[bits(8)]
-    pub reserved: u8,
-    /// Producer byte offset (bits 32-63).
-    #[bits(32)]
-    pub tail_ptr: u32,
+wire_type! {
+    /// Send queue doorbell (offset 0x000).
+    ///
+    /// `tail_ptr` is the producer position in **bytes** (`head_bu * 32`), a
+    /// running value that is never reduced modulo the queue size.
+    pub struct SqDoorbell: u64 as U64 {
+        /// Send queue id (bits 0-23).
+        #[bits(24)]
+        pub id: u32,
+        /// Must be zero (bits 24-31).
+        #[bits(8)]
+        pub reserved: u8,
+        /// Producer byte offset (bits 32-63).
+        #[bits(32)]
+        pub tail_ptr: u32,
+    }
 }
 db64_common!(SqDoorbell, DOORBELL_OFFSET_SQ);
 
@@ -79,24 +66,24 @@ impl WireType for SqDoorbell {
     }
 }
 
-/// Receive queue doorbell (offset 0x400).
-///
-/// `wqe_cnt` must be written as 0 (kernel: "Hardware Spec specifies that
-/// software client should set 0 for wqe_cnt"), but DPDK 22.11.0 wrote other
-/// values there, so the decoder reports it instead of rejecting it; use
-/// [`RqDoorbell::validate_strict`] to reject it.
-#[bitfield(u64, repr = U64, from = U64::new, into = U64::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct RqDoorbell {
-    /// Receive queue id (bits 0-23).
-    #[bits(24)]
-    pub id: u32,
-    /// WQE count (bits 24-31); software writes 0.
-    #[bits(8)]
-    pub wqe_cnt: u8,
-    /// Producer byte offset (bits 32-63).
-    #[bits(32)]
-    pub tail_ptr: u32,
+wire_type! {
+    /// Receive queue doorbell (offset 0x400).
+    ///
+    /// `wqe_cnt` must be written as 0 (kernel: "Hardware Spec specifies that
+    /// software client should set 0 for wqe_cnt"), but DPDK 22.11.0 wrote other
+    /// values there, so the decoder reports it instead of rejecting it; use
+    /// [`RqDoorbell::validate_strict`] to reject it.
+    pub struct RqDoorbell: u64 as U64 {
+        /// Receive queue id (bits 0-23).
+        #[bits(24)]
+        pub id: u32,
+        /// WQE count (bits 24-31); software writes 0.
+        #[bits(8)]
+        pub wqe_cnt: u8,
+        /// Producer byte offset (bits 32-63).
+        #[bits(32)]
+        pub tail_ptr: u32,
+    }
 }
 db64_common!(RqDoorbell, DOORBELL_OFFSET_RQ);
 
@@ -124,22 +111,22 @@ impl WireType for RqDoorbell {
     }
 }
 
-/// Completion queue doorbell (offset 0x800). Only used to arm a CQ for
-/// interrupts: `tail_ptr = head % (count * 8)` and `arm = 1`.
-#[bitfield(u64, repr = U64, from = U64::new, into = U64::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct CqDoorbell {
-    /// Completion queue id (bits 0-23).
-    #[bits(24)]
-    pub id: u32,
-    /// Must be zero (bits 24-31).
-    #[bits(8)]
-    pub reserved: u8,
-    /// Consumer index in CQEs modulo `count << 3` (bits 32-62).
-    #[bits(31)]
-    pub tail_ptr: u32,
-    /// Request an event on the next CQE (bit 63).
-    pub arm: bool,
+wire_type! {
+    /// Completion queue doorbell (offset 0x800). Only used to arm a CQ for
+    /// interrupts: `tail_ptr = head % (count * 8)` and `arm = 1`.
+    pub struct CqDoorbell: u64 as U64 {
+        /// Completion queue id (bits 0-23).
+        #[bits(24)]
+        pub id: u32,
+        /// Must be zero (bits 24-31).
+        #[bits(8)]
+        pub reserved: u8,
+        /// Consumer index in CQEs modulo `count << 3` (bits 32-62).
+        #[bits(31)]
+        pub tail_ptr: u32,
+        /// Request an event on the next CQE (bit 63).
+        pub arm: bool,
+    }
 }
 db64_common!(CqDoorbell, DOORBELL_OFFSET_CQ);
 
@@ -164,21 +151,21 @@ impl WireType for CqDoorbell {
     }
 }
 
-/// Event queue doorbell (offset 0xFF8; kernel / HWC only).
-#[bitfield(u64, repr = U64, from = U64::new, into = U64::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct EqDoorbell {
-    /// Event queue id (bits 0-15).
-    #[bits(16)]
-    pub id: u16,
-    /// Must be zero (bits 16-31).
-    #[bits(16)]
-    pub reserved: u16,
-    /// Consumer index (bits 32-62).
-    #[bits(31)]
-    pub tail_ptr: u32,
-    /// Request an interrupt (bit 63).
-    pub arm: bool,
+wire_type! {
+    /// Event queue doorbell (offset 0xFF8; kernel / HWC only).
+    pub struct EqDoorbell: u64 as U64 {
+        /// Event queue id (bits 0-15).
+        #[bits(16)]
+        pub id: u16,
+        /// Must be zero (bits 16-31).
+        #[bits(16)]
+        pub reserved: u16,
+        /// Consumer index (bits 32-62).
+        #[bits(31)]
+        pub tail_ptr: u32,
+        /// Request an interrupt (bit 63).
+        pub arm: bool,
+    }
 }
 db64_common!(EqDoorbell, DOORBELL_OFFSET_EQ);
 
@@ -264,40 +251,38 @@ impl Doorbell {
 // Short (32-bit) doorbells
 // ---------------------------------------------------------------------------
 
-/// 32-bit short SQ/RQ doorbell (offsets 0x010 / 0x410): the tail
-/// **increment** in bytes since the previous doorbell.
-#[bitfield(u32, repr = U32, from = U32::new, into = U32::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct ShortWqDoorbell {
-    /// Bytes posted since the last doorbell (bits 0-15).
-    #[bits(16)]
-    pub tail_ptr_incr: u16,
-    /// Queue id (bits 16-27).
-    #[bits(12)]
-    pub id: u16,
-    /// Must be zero (bits 28-31).
-    #[bits(4)]
-    pub reserved: u8,
+wire_type! {
+    /// 32-bit short SQ/RQ doorbell (offsets 0x010 / 0x410): the tail
+    /// **increment** in bytes since the previous doorbell.
+    pub struct ShortWqDoorbell: u32 as U32 {
+        /// Bytes posted since the last doorbell (bits 0-15).
+        #[bits(16)]
+        pub tail_ptr_incr: u16,
+        /// Queue id (bits 16-27).
+        #[bits(12)]
+        pub id: u16,
+        /// Must be zero (bits 28-31).
+        #[bits(4)]
+        pub reserved: u8,
+    }
 }
-assert_size!(ShortWqDoorbell, 4);
 
-/// 32-bit short CQ/EQ doorbell (offsets 0x810 / 0xFF0).
-#[bitfield(u32, repr = U32, from = U32::new, into = U32::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct ShortCqDoorbell {
-    /// Entries consumed since the last doorbell (bits 0-15).
-    #[bits(16)]
-    pub tail_ptr_incr: u16,
-    /// Queue id (bits 16-27).
-    #[bits(12)]
-    pub id: u16,
-    /// Must be zero (bits 28-30).
-    #[bits(3)]
-    pub reserved: u8,
-    /// Arm (bit 31).
-    pub arm: bool,
+wire_type! {
+    /// 32-bit short CQ/EQ doorbell (offsets 0x810 / 0xFF0).
+    pub struct ShortCqDoorbell: u32 as U32 {
+        /// Entries consumed since the last doorbell (bits 0-15).
+        #[bits(16)]
+        pub tail_ptr_incr: u16,
+        /// Queue id (bits 16-27).
+        #[bits(12)]
+        pub id: u16,
+        /// Must be zero (bits 28-30).
+        #[bits(3)]
+        pub reserved: u8,
+        /// Arm (bit 31).
+        pub arm: bool,
+    }
 }
-assert_size!(ShortCqDoorbell, 4);
 
 impl ShortWqDoorbell {
     /// Builds a doorbell; fails if `id` exceeds 12 bits or `incr` 16 bits
@@ -306,14 +291,6 @@ impl ShortWqDoorbell {
         let id = check_bits(Self::NAME, "id", id as u64, 12)? as u16;
         let incr = check_bits(Self::NAME, "tail_ptr_incr", incr as u64, 16)? as u16;
         Ok(Self::new().with_id(id).with_tail_ptr_incr(incr))
-    }
-    /// The value to write.
-    pub const fn to_raw(self) -> u32 {
-        self.0.get()
-    }
-    /// Reinterprets a raw value (no validation).
-    pub const fn from_raw(v: u32) -> Self {
-        Self(U32::new(v))
     }
 }
 
@@ -326,14 +303,6 @@ impl ShortCqDoorbell {
             .with_id(id)
             .with_tail_ptr_incr(incr)
             .with_arm(arm))
-    }
-    /// The value to write.
-    pub const fn to_raw(self) -> u32 {
-        self.0.get()
-    }
-    /// Reinterprets a raw value (no validation).
-    pub const fn from_raw(v: u32) -> Self {
-        Self(U32::new(v))
     }
 }
 
@@ -411,6 +380,7 @@ impl ShortDoorbell {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zerocopy::IntoBytes;
 
     #[test]
     fn golden_sq() {

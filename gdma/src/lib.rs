@@ -309,6 +309,73 @@ macro_rules! assert_size {
 }
 pub(crate) use assert_size;
 
+/// Declares a wire type with the derives and conversions every one has.
+///
+/// * `pub struct Name: u32 as U32 { fields }`: a word of bit fields
+///   (`bitfield_struct` over the little-endian integer `U32`; `#[bits(n)]`
+///   on the fields), with `to_raw` / `from_raw` to and from the native
+///   integer and a size check against it.
+/// * `pub struct Name: N bytes { fields }`: a `#[repr(C)]` struct of wire
+///   types, `N` bytes long.
+///
+/// Both derive `Clone, Copy, PartialEq, Eq` and zerocopy's `FromBytes,
+/// IntoBytes, Immutable, KnownLayout, Unaligned` (alignment 1, checked);
+/// bit-field words also get `Debug` and `Default` from `bitfield_struct`.
+/// Attributes before `pub struct` (docs, more derives) are kept.
+macro_rules! wire_type {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident : $n:tt bytes { $($body:tt)* }
+    ) => {
+        $(#[$meta])*
+        #[derive(
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            ::zerocopy::FromBytes,
+            ::zerocopy::IntoBytes,
+            ::zerocopy::Immutable,
+            ::zerocopy::KnownLayout,
+            ::zerocopy::Unaligned,
+        )]
+        #[repr(C)]
+        pub struct $name { $($body)* }
+        $crate::assert_size!($name, $n);
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident : $int:ident as $le:ident { $($body:tt)* }
+    ) => {
+        $(#[$meta])*
+        #[::bitfield_struct::bitfield($int, repr = $le, from = $le::new, into = $le::get)]
+        #[derive(
+            ::zerocopy::FromBytes,
+            ::zerocopy::IntoBytes,
+            ::zerocopy::Immutable,
+            ::zerocopy::KnownLayout,
+            ::zerocopy::Unaligned,
+            PartialEq,
+            Eq,
+        )]
+        pub struct $name { $($body)* }
+        impl $name {
+            /// The raw value as a native integer (little-endian on the wire).
+            #[inline]
+            pub const fn to_raw(self) -> $int {
+                self.0.get()
+            }
+            /// Reinterprets a raw value (no validation).
+            #[inline]
+            pub const fn from_raw(v: $int) -> Self {
+                Self($le::new(v))
+            }
+        }
+        $crate::assert_size!($name, core::mem::size_of::<$int>());
+    };
+}
+pub(crate) use wire_type;
+
 #[cfg(test)]
 mod tests {
     use super::*;

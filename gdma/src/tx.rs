@@ -2,13 +2,12 @@
 //! follows it (kernel `mana_tx_short_oob` / `mana_tx_long_oob`; DPDK
 //! `transmit_short_oob_v2` / `transmit_long_oob_v2`).
 
-use bitfield_struct::bitfield;
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+use zerocopy::{FromBytes, IntoBytes};
 
 use crate::error::{check_bits, mbz};
 use crate::le::{U128, U64};
 use crate::{
-    assert_size, vsq_frame, DecodeError, EncodeError, WireType, INLINE_OOB_LARGE_SIZE,
+    assert_size, vsq_frame, wire_type, DecodeError, EncodeError, WireType, INLINE_OOB_LARGE_SIZE,
     INLINE_OOB_SMALL_SIZE,
 };
 
@@ -38,54 +37,41 @@ impl TryFrom<u8> for PacketFormat {
     }
 }
 
-/// The 8-byte short TX OOB.
-#[bitfield(u64, repr = U64, from = U64::new, into = U64::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct TxShortOob {
-    /// [`PacketFormat`] (dw0 bits 0-1; DPDK `packet_format`).
-    #[bits(2)]
-    pub pkt_fmt: u8,
-    /// Outer header is IPv4 (bit 2; DPDK `tx_is_outer_ipv4`).
-    pub is_outer_ipv4: bool,
-    /// Outer header is IPv6 (bit 3).
-    pub is_outer_ipv6: bool,
-    /// Compute the IPv4 header checksum (bit 4; DPDK `tx_compute_IP_header_checksum`).
-    pub comp_iphdr_csum: bool,
-    /// Compute the TCP checksum (bit 5).
-    pub comp_tcp_csum: bool,
-    /// Compute the UDP checksum (bit 6).
-    pub comp_udp_csum: bool,
-    /// No CQE for this WQE; the next CQE covers it (bit 7; kernel spells it
-    /// `supress_txcqe_gen`, DPDK `suppress_tx_CQE_generation`).
-    pub suppress_txcqe_gen: bool,
-    /// The send queue's CQ id (bits 8-31; DPDK `VCQ_number`).
-    #[bits(24)]
-    pub vcq_num: u32,
-    /// Transport header offset, `l2_len + l3_len` (dw1 bits 0-9; DPDK
-    /// `tx_transport_header_offset`).
-    #[bits(10)]
-    pub trans_off: u16,
-    /// `(sq_id >> 10) & 0x3fff` (bits 10-23; DPDK `VSQ_frame_num`).
-    #[bits(14)]
-    pub vsq_frame: u16,
-    /// vPort offset (bits 24-31; DPDK `short_vport_offset`).
-    #[bits(8)]
-    pub short_vp_offset: u8,
+wire_type! {
+    /// The 8-byte short TX OOB.
+    pub struct TxShortOob: u64 as U64 {
+        /// [`PacketFormat`] (dw0 bits 0-1; DPDK `packet_format`).
+        #[bits(2)]
+        pub pkt_fmt: u8,
+        /// Outer header is IPv4 (bit 2; DPDK `tx_is_outer_ipv4`).
+        pub is_outer_ipv4: bool,
+        /// Outer header is IPv6 (bit 3).
+        pub is_outer_ipv6: bool,
+        /// Compute the IPv4 header checksum (bit 4; DPDK `tx_compute_IP_header_checksum`).
+        pub comp_iphdr_csum: bool,
+        /// Compute the TCP checksum (bit 5).
+        pub comp_tcp_csum: bool,
+        /// Compute the UDP checksum (bit 6).
+        pub comp_udp_csum: bool,
+        /// No CQE for this WQE; the next CQE covers it (bit 7; kernel spells it
+        /// `supress_txcqe_gen`, DPDK `suppress_tx_CQE_generation`).
+        pub suppress_txcqe_gen: bool,
+        /// The send queue's CQ id (bits 8-31; DPDK `VCQ_number`).
+        #[bits(24)]
+        pub vcq_num: u32,
+        /// Transport header offset, `l2_len + l3_len` (dw1 bits 0-9; DPDK
+        /// `tx_transport_header_offset`).
+        #[bits(10)]
+        pub trans_off: u16,
+        /// `(sq_id >> 10) & 0x3fff` (bits 10-23; DPDK `VSQ_frame_num`).
+        #[bits(14)]
+        pub vsq_frame: u16,
+        /// vPort offset (bits 24-31; DPDK `short_vport_offset`).
+        #[bits(8)]
+        pub short_vp_offset: u8,
+    }
 }
 assert_size!(TxShortOob, INLINE_OOB_SMALL_SIZE);
-
-impl TxShortOob {
-    /// The raw little-endian value as an integer.
-    #[inline]
-    pub const fn to_raw(self) -> u64 {
-        self.0.get()
-    }
-    /// Reinterprets a raw value (no validation).
-    #[inline]
-    pub const fn from_raw(v: u64) -> Self {
-        Self(U64::new(v))
-    }
-}
 
 impl TxShortOob {
     /// The per-queue part of every TX OOB: short format, `vcq_num = cq_id`,
@@ -121,61 +107,47 @@ impl WireType for TxShortOob {
     }
 }
 
-/// The 16-byte long TX OOB (follows the short OOB when `pkt_fmt` is long).
-#[bitfield(u128, repr = U128, from = U128::new, into = U128::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct TxLongOob {
-    /// Encapsulated packet (dw0 bit 0; DPDK `tx_is_encapsulated_packet`).
-    pub is_encap: bool,
-    /// Inner header is IPv6 (bit 1).
-    pub inner_is_ipv6: bool,
-    /// Inner TCP options present (bit 2).
-    pub inner_tcp_opt: bool,
-    /// Insert an 802.1Q tag built from pcp/dei/vlan_id (bit 3; DPDK
-    /// `inject_vlan_prior_tag`).
-    pub inject_vlan_pri_tag: bool,
-    /// Must be zero (bits 4-15).
-    #[bits(12)]
-    pub reserved1: u16,
-    /// 802.1Q priority code point (bits 16-18).
-    #[bits(3)]
-    pub pcp: u8,
-    /// 802.1Q drop eligible indicator (bit 19).
-    pub dei: bool,
-    /// 802.1Q VLAN id (bits 20-31).
-    #[bits(12)]
-    pub vlan_id: u16,
-    /// Inner frame offset (dw1 bits 0-9).
-    #[bits(10)]
-    pub inner_frame_offset: u16,
-    /// Inner IP header offset relative to the inner frame (bits 10-15).
-    #[bits(6)]
-    pub inner_ip_rel_offset: u8,
-    /// vPort offset when it exceeds 255 (bits 16-27; DPDK `long_vport_offset`).
-    #[bits(12)]
-    pub long_vp_offset: u16,
-    /// Must be zero (bits 28-31; DPDK `reserved3`).
-    #[bits(4)]
-    pub reserved2: u8,
-    /// Must be zero (dw2; DPDK `reserved4`).
-    #[bits(32)]
-    pub reserved3: u32,
-    /// Must be zero (dw3; DPDK `reserved5`).
-    #[bits(32)]
-    pub reserved4: u32,
-}
-assert_size!(TxLongOob, 16);
-
-impl TxLongOob {
-    /// The raw little-endian value as an integer.
-    #[inline]
-    pub const fn to_raw(self) -> u128 {
-        self.0.get()
-    }
-    /// Reinterprets a raw value (no validation).
-    #[inline]
-    pub const fn from_raw(v: u128) -> Self {
-        Self(U128::new(v))
+wire_type! {
+    /// The 16-byte long TX OOB (follows the short OOB when `pkt_fmt` is long).
+    pub struct TxLongOob: u128 as U128 {
+        /// Encapsulated packet (dw0 bit 0; DPDK `tx_is_encapsulated_packet`).
+        pub is_encap: bool,
+        /// Inner header is IPv6 (bit 1).
+        pub inner_is_ipv6: bool,
+        /// Inner TCP options present (bit 2).
+        pub inner_tcp_opt: bool,
+        /// Insert an 802.1Q tag built from pcp/dei/vlan_id (bit 3; DPDK
+        /// `inject_vlan_prior_tag`).
+        pub inject_vlan_pri_tag: bool,
+        /// Must be zero (bits 4-15).
+        #[bits(12)]
+        pub reserved1: u16,
+        /// 802.1Q priority code point (bits 16-18).
+        #[bits(3)]
+        pub pcp: u8,
+        /// 802.1Q drop eligible indicator (bit 19).
+        pub dei: bool,
+        /// 802.1Q VLAN id (bits 20-31).
+        #[bits(12)]
+        pub vlan_id: u16,
+        /// Inner frame offset (dw1 bits 0-9).
+        #[bits(10)]
+        pub inner_frame_offset: u16,
+        /// Inner IP header offset relative to the inner frame (bits 10-15).
+        #[bits(6)]
+        pub inner_ip_rel_offset: u8,
+        /// vPort offset when it exceeds 255 (bits 16-27; DPDK `long_vport_offset`).
+        #[bits(12)]
+        pub long_vp_offset: u16,
+        /// Must be zero (bits 28-31; DPDK `reserved3`).
+        #[bits(4)]
+        pub reserved2: u8,
+        /// Must be zero (dw2; DPDK `reserved4`).
+        #[bits(32)]
+        pub reserved3: u32,
+        /// Must be zero (dw3; DPDK `reserved5`).
+        #[bits(32)]
+        pub reserved4: u32,
     }
 }
 
@@ -207,28 +179,16 @@ impl WireType for TxLongOob {
     }
 }
 
-/// The full 24-byte TX OOB (`struct mana_tx_oob`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    FromBytes,
-    IntoBytes,
-    Immutable,
-    KnownLayout,
-    Unaligned,
-)]
-#[repr(C)]
-pub struct TxOob {
-    /// Short part.
-    pub s_oob: TxShortOob,
-    /// Long part.
-    pub l_oob: TxLongOob,
+wire_type! {
+    /// The full 24-byte TX OOB (`struct mana_tx_oob`).
+    #[derive(Debug, Default)]
+    pub struct TxOob: INLINE_OOB_LARGE_SIZE bytes {
+        /// Short part.
+        pub s_oob: TxShortOob,
+        /// Long part.
+        pub l_oob: TxLongOob,
+    }
 }
-assert_size!(TxOob, INLINE_OOB_LARGE_SIZE);
 
 impl WireType for TxOob {
     const NAME: &'static str = "mana_tx_oob";

@@ -6,63 +6,48 @@
 //! `(head_bu * 32) & (ring_len - 1)`; header + OOB (at most 32 bytes) never
 //! wrap, the SGL may continue at the start of the ring.
 
-use bitfield_struct::bitfield;
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+use zerocopy::{FromBytes, IntoBytes};
 
 use crate::error::{check_bits, mbz};
 use crate::le::{U32, U64};
 use crate::{
-    assert_size, DecodeError, EncodeError, WireType, INLINE_OOB_LARGE_SIZE, INLINE_OOB_SMALL_SIZE,
+    wire_type, DecodeError, EncodeError, WireType, INLINE_OOB_LARGE_SIZE, INLINE_OOB_SMALL_SIZE,
     MAX_RQE_SIZE, MAX_RX_WQE_SGES, MAX_SQE_SIZE, MAX_TX_WQE_SGES, SGE_SIZE, WQE_BU_SIZE,
     WQE_HEADER_SIZE,
 };
 
-/// The 8-byte WQE header (`struct gdma_wqe`; DPDK `gdma_wqe_dma_oob`).
-#[bitfield(u64, repr = U64, from = U64::new, into = U64::get)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned, PartialEq, Eq)]
-pub struct WqeHeader {
-    /// Must be zero (dword0 bits 0-23).
-    #[bits(24)]
-    pub reserved: u32,
-    /// `last_vbytes` (dword0 bits 24-31): in an LSO WQE the size of SGE 0,
-    /// which holds exactly the packet headers (the kernel's
-    /// `GDMA_WR_PAD_BY_SGE0`); 0 in every other WQE.
-    #[bits(8)]
-    pub last_vbytes: u8,
-    /// Number of SGEs (dword1 bits 0-7). 0 is allowed: DPDK then writes one
-    /// dummy SGE `{address: 1, mem_key: 0, size: 0}`.
-    #[bits(8)]
-    pub num_sge: u8,
-    /// Inline OOB size in dwords (bits 8-10): 2 (8 bytes) or 6 (24 bytes).
-    #[bits(3)]
-    pub inline_oob_size_div4: u8,
-    /// `client_oob_in_sgl` (bit 11): set in an LSO WQE (the kernel's
-    /// `GDMA_WR_OOB_IN_SGL`, always together with `GDMA_WR_PAD_BY_SGE0`).
-    /// Despite the name the TX OOB stays inline; SGE 0 carries the headers.
-    pub client_oob_in_sgl: bool,
-    /// Must be zero (bits 12-15; DPDK names bits 12/13 `consume_credit`/`fence`).
-    #[bits(4)]
-    pub reserved1: u8,
-    /// Client data unit (bits 16-29): the LSO MSS (the kernel writes
-    /// `gso_size`, send queues only); 0 in every other WQE.
-    #[bits(14)]
-    pub client_data_unit: u16,
-    /// Must be zero (bits 30-31; DPDK names them `check_sn`/`sgl_direct`).
-    #[bits(2)]
-    pub reserved2: u8,
-}
-assert_size!(WqeHeader, 8);
-
-impl WqeHeader {
-    /// The raw little-endian value as an integer.
-    #[inline]
-    pub const fn to_raw(self) -> u64 {
-        self.0.get()
-    }
-    /// Reinterprets a raw value (no validation).
-    #[inline]
-    pub const fn from_raw(v: u64) -> Self {
-        Self(U64::new(v))
+wire_type! {
+    /// The 8-byte WQE header (`struct gdma_wqe`; DPDK `gdma_wqe_dma_oob`).
+    pub struct WqeHeader: u64 as U64 {
+        /// Must be zero (dword0 bits 0-23).
+        #[bits(24)]
+        pub reserved: u32,
+        /// `last_vbytes` (dword0 bits 24-31): in an LSO WQE the size of SGE 0,
+        /// which holds exactly the packet headers (the kernel's
+        /// `GDMA_WR_PAD_BY_SGE0`); 0 in every other WQE.
+        #[bits(8)]
+        pub last_vbytes: u8,
+        /// Number of SGEs (dword1 bits 0-7). 0 is allowed: DPDK then writes one
+        /// dummy SGE `{address: 1, mem_key: 0, size: 0}`.
+        #[bits(8)]
+        pub num_sge: u8,
+        /// Inline OOB size in dwords (bits 8-10): 2 (8 bytes) or 6 (24 bytes).
+        #[bits(3)]
+        pub inline_oob_size_div4: u8,
+        /// `client_oob_in_sgl` (bit 11): set in an LSO WQE (the kernel's
+        /// `GDMA_WR_OOB_IN_SGL`, always together with `GDMA_WR_PAD_BY_SGE0`).
+        /// Despite the name the TX OOB stays inline; SGE 0 carries the headers.
+        pub client_oob_in_sgl: bool,
+        /// Must be zero (bits 12-15; DPDK names bits 12/13 `consume_credit`/`fence`).
+        #[bits(4)]
+        pub reserved1: u8,
+        /// Client data unit (bits 16-29): the LSO MSS (the kernel writes
+        /// `gso_size`, send queues only); 0 in every other WQE.
+        #[bits(14)]
+        pub client_data_unit: u16,
+        /// Must be zero (bits 30-31; DPDK names them `check_sn`/`sgl_direct`).
+        #[bits(2)]
+        pub reserved2: u8,
     }
 }
 
@@ -183,23 +168,21 @@ impl WireType for WqeHeader {
     }
 }
 
-/// A 16-byte scatter-gather element (`struct gdma_sge`).
-///
-/// `address` is the process virtual address for MANA MRs (registered with
-/// iova == VA), `mem_key` the MR's lkey.
-#[derive(
-    Clone, Copy, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned,
-)]
-#[repr(C)]
-pub struct Sge {
-    /// Buffer address.
-    pub address: U64,
-    /// Memory key (lkey).
-    pub mem_key: U32,
-    /// Buffer size in bytes.
-    pub size: U32,
+wire_type! {
+    /// A 16-byte scatter-gather element (`struct gdma_sge`).
+    ///
+    /// `address` is the process virtual address for MANA MRs (registered with
+    /// iova == VA), `mem_key` the MR's lkey.
+    #[derive(Default)]
+    pub struct Sge: SGE_SIZE bytes {
+        /// Buffer address.
+        pub address: U64,
+        /// Memory key (lkey).
+        pub mem_key: U32,
+        /// Buffer size in bytes.
+        pub size: U32,
+    }
 }
-assert_size!(Sge, SGE_SIZE);
 
 impl Sge {
     /// The placeholder DPDK writes for a WQE without SGEs.

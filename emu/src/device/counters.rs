@@ -1,0 +1,140 @@
+//! Counters: per queue, per port (with drops by reason) and for the whole
+//! device, and the report the control socket and tests read.
+
+#![forbid(unsafe_code)]
+
+use super::{State, WqKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct QueueCounters {
+    pub packets: u64,
+    pub bytes: u64,
+    pub wqes: u64,
+    pub cqes: u64,
+    pub errors: u64,
+    pub doorbells: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PortCounters {
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Drops by reason: no_rx_buffer, no_rx_queue, rx_truncated, bad_lkey,
+    /// out_of_mr, mtu, malformed_wqe, vport, link_down, reset, ...
+    pub drops: BTreeMap<String, u64>,
+}
+
+impl PortCounters {
+    pub(super) fn drop(&mut self, reason: &str, n: u64) {
+        *self.drops.entry(reason.to_string()).or_default() += n;
+    }
+    pub fn drops(&self, reason: &str) -> u64 {
+        self.drops.get(reason).copied().unwrap_or(0)
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct QueueReport {
+    pub kind: String,
+    pub id: u32,
+    pub port: String,
+    pub live: bool,
+    pub counters: QueueCounters,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeviceCounters {
+    pub doorbells: u64,
+    pub bad_doorbells: u64,
+    pub discarded_doorbells: u64,
+    pub cq_arms: u64,
+    pub cq_events: u64,
+    pub cqe_overflow_warnings: u64,
+    /// Trapped stores dropped because the doorbell ring stayed full.
+    pub doorbell_ring_drops: u64,
+    /// Port MTU changes taken from the sysfs `mtu` files.
+    #[serde(default)]
+    pub mtu_changes: u64,
+    /// Reads of an `mtu` file that did not hold a valid MTU (68..=9000);
+    /// the port kept its MTU.
+    #[serde(default)]
+    pub mtu_file_invalid: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PortReport {
+    pub mac: String,
+    pub pci: String,
+    pub port: u32,
+    pub link_up: bool,
+    /// The MTU the port enforces (from its netdev's sysfs `mtu` file).
+    #[serde(default)]
+    pub mtu: u32,
+    pub counters: PortCounters,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Counters {
+    pub device: DeviceCounters,
+    pub ports: Vec<PortReport>,
+    pub queues: Vec<QueueReport>,
+}
+
+impl Counters {
+    pub fn port(&self, mac: &str) -> Option<&PortCounters> {
+        self.ports
+            .iter()
+            .find(|p| p.mac.eq_ignore_ascii_case(mac))
+            .map(|p| &p.counters)
+    }
+}
+
+impl State {
+    pub fn counters(&self) -> Counters {
+        let mut queues: Vec<QueueReport> = self.retired.clone();
+        for w in self.wqs.values() {
+            queues.push(QueueReport {
+                kind: if w.kind == WqKind::Sq { "sq" } else { "rq" }.into(),
+                id: w.hw_id.unwrap_or(0),
+                port: w
+                    .port
+                    .map(|p| crate::config::format_mac(&self.ports[p].mac))
+                    .unwrap_or_default(),
+                live: true,
+                counters: w.counters.clone(),
+            });
+        }
+        for c in self.cqs.values() {
+            queues.push(QueueReport {
+                kind: "cq".into(),
+                id: c.hw_id.unwrap_or(0),
+                port: String::new(),
+                live: true,
+                counters: c.counters.clone(),
+            });
+        }
+        let mut device = self.counters.clone();
+        device.doorbell_ring_drops = self.ring.dropped.load(Ordering::Relaxed);
+        Counters {
+            device,
+            ports: self
+                .ports
+                .iter()
+                .map(|p| PortReport {
+                    mac: crate::config::format_mac(&p.mac),
+                    pci: self.adapters[p.adapter].pci.clone(),
+                    port: p.index as u32 + 1,
+                    link_up: p.link_up,
+                    mtu: p.mtu,
+                    counters: p.counters.clone(),
+                })
+                .collect(),
+            queues,
+        }
+    }
+}

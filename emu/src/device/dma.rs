@@ -1,0 +1,87 @@
+//! The device's DMA: every read and write of driver memory goes through
+//! here. WQEs (header, inline OOB, SGL) from a queue's ring, packet bytes
+//! gathered from and scattered to SGEs (already checked by
+//! [`State::mr_lookup`](super::State)), CQEs into a CQ's ring and the
+//! doorbell registers of memfd pages. The memory itself is reached through
+//! [`Region`], bounds-checked.
+
+#![forbid(unsafe_code)]
+
+use super::objects::{Cq, Wq, WqKind};
+use crate::mem::Region;
+use crate::wire::{self, vendor_err as ve, WqeHeader};
+
+/// A parsed WQE: header, inline OOB bytes, SGL.
+pub(super) type ParsedWqe = (WqeHeader, Vec<u8>, Vec<wire::Sge>);
+
+/// Parses the WQE at the queue's device offset. Returns the header, the
+/// inline OOB bytes and the SGL, or a vendor error code and how many
+/// bytes to skip.
+///
+/// `client_oob_in_sgl` is accepted on send queues only (LSO WQEs; the
+/// LSO rules are checked by `build_tx`).
+pub(super) fn read_wqe(w: &Wq, max: u32) -> Result<ParsedWqe, (u32, u32)> {
+    let avail = w.db_tail.wrapping_sub(w.dev_off);
+    let size = w.buf.len();
+    let ring_off = (w.dev_off as usize) & (size - 1);
+    let h = WqeHeader::decode(w.buf.read_u64(ring_off));
+    let oob = h.oob_bytes();
+    let bytes = h.wqe_bytes();
+    if bytes > avail {
+        return Err((ve::WQE_PAST_TAIL, avail));
+    }
+    if h.num_sge == 0
+        || (oob != 8 && oob != 24)
+        || (h.client_oob_in_sgl && w.kind != WqKind::Sq)
+        || bytes > max
+        || ring_off + 8 + oob > size
+    {
+        return Err((ve::BAD_WQE_HEADER, bytes));
+    }
+    let mut ob = vec![0u8; oob];
+    w.buf.read(ring_off + 8, &mut ob);
+    let mut sgl = vec![0u8; 16 * usize::from(h.num_sge)];
+    w.buf.read_wrapping(ring_off + 8 + oob, &mut sgl);
+    let sges = sgl
+        .chunks_exact(16)
+        .map(|c| wire::Sge::decode(c.try_into().unwrap()))
+        .collect();
+    Ok((h, ob, sges))
+}
+
+/// Appends the bytes of one SGE, inside `mr` (checked by `mr_lookup`), to
+/// `frame`.
+pub(super) fn gather_sge(mr: &Region, sge: &wire::Sge, frame: &mut Vec<u8>) {
+    let start = frame.len();
+    frame.resize(start + sge.size as usize, 0);
+    mr.read(sge.address as usize - mr.addr(), &mut frame[start..]);
+}
+
+/// Writes `frame` across the SGEs of a receive WQE (each inside its MR,
+/// checked by `mr_lookup`), in order, until the frame or the SGEs run out.
+pub(super) fn scatter(sges: &[(Region, wire::Sge)], frame: &[u8]) {
+    let mut off = 0;
+    for (mr, s) in sges {
+        if off >= frame.len() {
+            break;
+        }
+        let n = (s.size as usize).min(frame.len() - off);
+        mr.write(s.address as usize - mr.addr(), &frame[off..off + n]);
+        off += n;
+    }
+}
+
+/// Writes a CQE into slot offset `slot_off` of a CQ's ring: the data, then
+/// the info dword (with the owner bits) so a poller sees a complete entry.
+pub(super) fn write_cqe(cq: &Cq, slot_off: usize, data: &[u8; 60], info: u32) {
+    cq.buf.write_cqe(slot_off, data, info);
+}
+
+/// The SQ, RQ and CQ doorbell registers of a memfd doorbell page.
+pub(super) fn read_doorbells(page: &Region) -> [u64; 3] {
+    [
+        page.read_u64(wire::DB_SQ),
+        page.read_u64(wire::DB_RQ),
+        page.read_u64(wire::DB_CQ),
+    ]
+}

@@ -1,0 +1,136 @@
+//! The device list (`ibv_get_device_list` and friends): one `ibv_device`
+//! per present adapter and generation, kept for the process lifetime as
+//! libibverbs keeps its devices; the fake sysfs entries repaired on the way.
+
+use super::global::global;
+use super::{errno_null, fill_name, set_errno};
+use crate::device::{Emulator, Errno, Shared};
+use crate::ffi::*;
+use std::ffi::{c_char, c_int, c_void};
+use std::mem::{size_of, zeroed};
+use std::ptr::null_mut;
+use std::sync::{Arc, Mutex};
+
+#[repr(C)]
+pub struct EmuDevice {
+    pub dev: ibv_device,
+    pub(super) sh: Arc<Shared>,
+    pub(super) adapter: usize,
+    pub(super) generation: u64,
+    pub(super) guid: u64,
+}
+
+static DEVICES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Device list of a given emulator (the exported function uses the global one).
+pub fn device_list_of(emu: &Emulator) -> Vec<*mut ibv_device> {
+    let st = emu.lock();
+    let vis = st.visible();
+    let root = emu.config().options.sysfs_root.clone();
+    for (ai, _, name, _, _) in &vis {
+        let a = &emu.config().adapters[*ai];
+        if !crate::sysfs::pci_dir(&root, &a.pci).join("uevent").exists()
+            || !crate::sysfs::ib_dir(&root, name).exists()
+        {
+            let _ = crate::sysfs::ensure_pci(&root, a, &[]);
+            let _ = crate::sysfs::ensure_ib(&root, a, name);
+        }
+    }
+    let mut cache = DEVICES.lock().unwrap();
+    let mut out = Vec::new();
+    for (ai, gen, name, pci, _) in vis {
+        let found = cache.iter().copied().find(|&p| {
+            // SAFETY: DEVICES holds leaked, never-freed EmuDevice pointers.
+            let d = unsafe { &*(p as *const EmuDevice) };
+            Arc::ptr_eq(&d.sh, &emu.sh) && d.adapter == ai && d.generation == gen
+        });
+        let p = match found {
+            Some(p) => p,
+            None => {
+                let idx = cache.len();
+                // SAFETY: ibv_device is plain data; zero is a valid start.
+                let mut dev: ibv_device = unsafe { zeroed() };
+                dev.node_type = IBV_NODE_CA;
+                dev.transport_type = IBV_TRANSPORT_IB;
+                fill_name(&mut dev.name, &name);
+                fill_name(&mut dev.dev_name, &format!("uverbs{idx}"));
+                fill_name(
+                    &mut dev.dev_path,
+                    &root
+                        .join(format!("class/infiniband_verbs/uverbs{idx}"))
+                        .to_string_lossy(),
+                );
+                fill_name(
+                    &mut dev.ibdev_path,
+                    &root.join("class/infiniband").join(&name).to_string_lossy(),
+                );
+                let guid = 0x000d_3aff_fe00_0000u64 | (ai as u64) << 8 | gen;
+                let _ = pci;
+                let b = Box::new(EmuDevice {
+                    dev,
+                    sh: emu.sh.clone(),
+                    adapter: ai,
+                    generation: gen,
+                    guid,
+                });
+                let p = Box::into_raw(b) as usize;
+                cache.push(p);
+                p
+            }
+        };
+        out.push(p as *mut ibv_device);
+    }
+    out
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
+    let Some(emu) = global() else {
+        set_errno(libc::ENOSYS);
+        return null_mut();
+    };
+    let list = device_list_of(emu);
+    // SAFETY: calloc of (n+1) pointers; freed by ibv_free_device_list.
+    let arr = unsafe { libc::calloc(list.len() + 1, size_of::<*mut ibv_device>()) }
+        as *mut *mut ibv_device;
+    if arr.is_null() {
+        return errno_null(Errno(libc::ENOMEM));
+    }
+    for (i, d) in list.iter().enumerate() {
+        // SAFETY: in bounds of the calloc'd array.
+        unsafe { *arr.add(i) = *d };
+    }
+    if !num_devices.is_null() {
+        // SAFETY: caller-provided out pointer.
+        unsafe { *num_devices = list.len() as c_int };
+    }
+    arr
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    // SAFETY: list came from ibv_get_device_list's calloc.
+    unsafe { libc::free(list.cast()) };
+}
+
+/// Called by the `ibv_get_device_list` inline wrapper of verbs.h.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_static_providers(_unused: *mut c_void) {}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+    // SAFETY: a device from our list.
+    unsafe { (*device).name.as_ptr() }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
+    // SAFETY: a device from our list.
+    unsafe { (*(device as *mut EmuDevice)).guid.to_be() }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
+    // SAFETY: a device from our list.
+    unsafe { (*(device as *mut EmuDevice)).adapter as c_int }
+}
