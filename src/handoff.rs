@@ -33,6 +33,12 @@ struct State {
     cancel: bool,
     /// The device reset again while recovering: the recovery starts over.
     again: bool,
+    /// The recovery thread switched to Active and has yet to emit
+    /// RECOVERY_SUCCESS: a reset now must wait for that event to be out.
+    announcing: bool,
+    /// A reset arrived while announcing: the recovery thread takes it on
+    /// after the event, so the application sees RECOVERING, SUCCESS in turn.
+    deferred: bool,
     /// The interrupt thread has decided (started a thread, or not) since
     /// the last `begin`: a closer waits for this, never for a thread that
     /// no one will start.
@@ -43,6 +49,19 @@ struct State {
 pub struct Handoff {
     state: Mutex<State>,
     changed: Condvar,
+}
+
+/// What `begin` decided.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Begin {
+    /// A new recovery: emit ERR_RECOVERING and start its thread.
+    Recover,
+    /// The recovery thread is announcing the last recovery's success; it
+    /// recovers from this reset after that (nothing to emit or start here).
+    Deferred,
+    /// Nothing to do: a recovery runs (and starts over), failed, or the port
+    /// is closed.
+    Ignore,
 }
 
 /// What `start` did.
@@ -60,6 +79,8 @@ impl Handoff {
                 phase: Phase::Active,
                 cancel: false,
                 again: false,
+                announcing: false,
+                deferred: false,
                 decided: true,
                 thread: None,
             }),
@@ -84,23 +105,27 @@ impl Handoff {
         self.lock().cancel
     }
 
-    /// Interrupt thread: Active -> Recovering. False if a recovery already
-    /// runs (which then starts over), failed, or the port is closed.
-    pub fn begin(&self) -> bool {
+    /// Interrupt thread: Active -> Recovering, and what to do about it.
+    pub fn begin(&self) -> Begin {
         let mut st = self.lock();
         match st.phase {
+            Phase::Active if st.announcing => {
+                st.phase = Phase::Recovering;
+                st.deferred = true;
+                return Begin::Deferred;
+            }
             Phase::Active => {}
             Phase::Recovering => {
                 st.again = true;
-                return false;
+                return Begin::Ignore;
             }
-            Phase::Failed | Phase::Closed => return false,
+            Phase::Failed | Phase::Closed => return Begin::Ignore,
         }
         st.phase = Phase::Recovering;
         st.cancel = false;
         st.again = false;
         st.decided = false;
-        true
+        Begin::Recover
     }
 
     /// Recovery thread, on tearing the old device down: resets it reported
@@ -111,7 +136,8 @@ impl Handoff {
 
     /// Recovery thread, rebuilt: Recovering -> Active, unless the device
     /// reset again meanwhile (false: recover again). Atomic with `begin`, so
-    /// a reset is never lost between the two.
+    /// a reset is never lost between the two. The thread then emits
+    /// RECOVERY_SUCCESS and calls [`Handoff::announced`].
     pub fn activate(&self) -> bool {
         let mut st = self.lock();
         if st.again {
@@ -119,9 +145,19 @@ impl Handoff {
             return false;
         }
         st.phase = Phase::Active;
+        st.announcing = true;
         drop(st);
         self.changed.notify_all();
         true
+    }
+
+    /// Recovery thread, after emitting RECOVERY_SUCCESS: true if a reset
+    /// arrived meanwhile (the phase is Recovering again: emit ERR_RECOVERING
+    /// and recover), false if the port stays active or was closed.
+    pub fn announced(&self) -> bool {
+        let mut st = self.lock();
+        st.announcing = false;
+        std::mem::replace(&mut st.deferred, false) && !st.cancel
     }
 
     /// Interrupt thread, after emitting ERR_RECOVERING: starts the recovery
@@ -204,7 +240,7 @@ impl Default for Handoff {
 mod loom_tests {
     use super::*;
     use loom::sync::atomic::{AtomicBool, Ordering};
-    use loom::sync::Arc;
+    use loom::sync::{Arc, Mutex};
 
     /// Where the application closes the port.
     #[derive(Clone, Copy, PartialEq)]
@@ -223,7 +259,7 @@ mod loom_tests {
             let recovering = Arc::new(AtomicBool::new(false));
             let (h1, r1) = (h.clone(), recovering.clone());
             let intr = thread::spawn(move || {
-                if !h1.begin() {
+                if h1.begin() != Begin::Recover {
                     // Closed first: a closed port starts no recovery.
                     assert!(close_from == CloseFrom::OtherThread);
                     return;
@@ -267,6 +303,51 @@ mod loom_tests {
                 }
                 assert_eq!(h.phase(), Phase::Closed);
             }
+        });
+    }
+
+    /// A reset reported while the recovery thread switches to Active and
+    /// announces it: whatever the interleaving, the events alternate
+    /// RECOVERING, SUCCESS and end with SUCCESS, and the reset is not lost
+    /// (two recoveries' worth of successes at most, one at least after it).
+    #[test]
+    fn a_reset_while_success_is_announced_keeps_the_events_in_turn() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let h = Arc::new(Handoff::new());
+            assert_eq!(h.begin(), Begin::Recover);
+            let events = Arc::new(Mutex::new(vec!["R"]));
+            let (h1, e1) = (h.clone(), events.clone());
+            // The recovery thread of the first reset.
+            let recovery = thread::spawn(move || loop {
+                if !h1.activate() {
+                    continue;
+                }
+                e1.lock().unwrap().push("S");
+                if !h1.announced() {
+                    break;
+                }
+                e1.lock().unwrap().push("R");
+            });
+            // The interrupt thread reports a second reset.
+            match h.begin() {
+                Begin::Recover => {
+                    events.lock().unwrap().push("R");
+                    // Its own recovery thread, run inline.
+                    while !h.activate() {}
+                    events.lock().unwrap().push("S");
+                    assert!(!h.announced());
+                }
+                Begin::Deferred | Begin::Ignore => {}
+            }
+            recovery.join().unwrap();
+            let ev = events.lock().unwrap().clone();
+            assert!(ev.len() >= 2 && ev.len() % 2 == 0, "{ev:?}");
+            for (i, e) in ev.iter().enumerate() {
+                assert_eq!(*e, if i % 2 == 0 { "R" } else { "S" }, "{ev:?}");
+            }
+            assert_eq!(h.phase(), Phase::Active);
         });
     }
 

@@ -43,7 +43,7 @@ const POLL: Duration = Duration::from_millis(50);
 const REBUILD_ATTEMPTS: u32 = 3;
 
 pub use crate::handoff::Phase;
-use crate::handoff::{Handoff, Start};
+use crate::handoff::{Begin, Handoff, Start};
 
 /// A port's reset state: the hand-off, plus what the recovery watches.
 pub struct Reset {
@@ -97,14 +97,18 @@ fn emit(port: &Port, event: ffi::rte_eth_event_type) {
 
 /// EAL interrupt thread: the device reported a fatal error.
 pub fn on_device_fatal(port: Arc<Port>) {
-    {
+    let begin = {
         // Under the control lock, so no control op that saw the port active
         // reopens a gate (or frees a queue) after this closes them.
         let _ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-        if !port.reset.handoff.begin() {
-            return;
+        let begin = port.reset.handoff.begin();
+        if begin != Begin::Ignore {
+            queues::close_gates(port.data());
         }
-        queues::close_gates(port.data());
+        begin
+    };
+    if begin == Begin::Ignore {
+        return;
     }
     warn!(
         "{}: device reset (IBV_EVENT_DEVICE_FATAL): stopping traffic and recovering",
@@ -114,6 +118,11 @@ pub fn on_device_fatal(port: Arc<Port>) {
     // itself synchronously from inside its own callback.
     crate::intr::uninstall(&port, false);
     crate::ethdev::publish_link(port.eth_dev);
+    if begin == Begin::Deferred {
+        // The recovery thread is emitting the last recovery's SUCCESS; it
+        // emits ERR_RECOVERING for this reset after that and recovers.
+        return;
+    }
     emit(&port, ffi::RTE_ETH_EVENT_ERR_RECOVERING);
     let p = port.clone();
     let started = port.reset.handoff.start(|| {
@@ -135,11 +144,30 @@ enum Outcome {
     Cancelled,
 }
 
-/// The recovery thread.
+/// The recovery thread: recovers, and recovers again from a reset that
+/// arrived while it announced the last success.
 fn recover(port: Arc<Port>) {
+    while recover_once(&port) {
+        warn!(
+            "{}: the device reset again as the recovery completed; recovering again",
+            port.name
+        );
+        crate::ethdev::publish_link(port.eth_dev);
+        emit(&port, ffi::RTE_ETH_EVENT_ERR_RECOVERING);
+        // A callback may have closed the port (on this thread).
+        if port.reset.handoff.cancelled() {
+            info!("{}: recovery cancelled by close", port.name);
+            return;
+        }
+    }
+}
+
+/// One recovery, its events emitted; true if a reset arrived while its
+/// RECOVERY_SUCCESS was being emitted.
+fn recover_once(port: &Arc<Port>) -> bool {
     let t0 = Instant::now();
     let outcome = loop {
-        match run(&port) {
+        match run(port) {
             Outcome::Recovered if !port.reset.handoff.activate() => warn!(
                 "{}: the device reset again as it came back; recovering again",
                 port.name
@@ -161,11 +189,12 @@ fn recover(port: Arc<Port>) {
                 port.name,
                 t0.elapsed()
             );
-            emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_SUCCESS);
+            emit(port, ffi::RTE_ETH_EVENT_RECOVERY_SUCCESS);
+            return port.reset.handoff.announced();
         }
         Outcome::Failed(why) => {
             error!("{}: recovery failed: {why}; close the port", port.name);
-            emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
+            emit(port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
         }
         Outcome::Removed => {
             error!(
@@ -174,13 +203,14 @@ fn recover(port: Arc<Port>) {
             );
             // Read first: a callback may close the port, zeroing its data.
             let rmv = port.data().dev_conf.intr_conf.rmv() != 0;
-            emit(&port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
+            emit(port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
             if rmv {
-                emit(&port, ffi::RTE_ETH_EVENT_INTR_RMV);
+                emit(port, ffi::RTE_ETH_EVENT_INTR_RMV);
             }
         }
         Outcome::Cancelled => info!("{}: recovery cancelled by close", port.name),
     }
+    false
 }
 
 fn run(port: &Arc<Port>) -> Outcome {

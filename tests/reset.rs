@@ -425,3 +425,82 @@ fn a_hot_remove_during_recovery_ends_in_removal() {
         "{out}"
     );
 }
+
+/// The device resets again right after the rebuild attached the last
+/// receive queue (its buffers posted, the queues created without error),
+/// before the port switches back to active: the recovery starts over within
+/// the same ERR_RECOVERING instead of declaring a dead port healthy.
+#[test]
+fn a_reset_after_the_rebuild_before_the_switch_to_active_is_recovered_from() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-after-rebuild", sink_port(200)).unwrap();
+    let mut t = Testpmd::builder(&env)
+        .driver(pmd())
+        .args(&["--rxq=2", "--txq=2", "--forward-mode=txonly"])
+        .eal(&["--log-level=pmd.net.mana.*:info"])
+        .timeout(Duration::from_secs(120))
+        .spawn()
+        .expect("testpmd starts");
+    t.cmd("port stop all").unwrap();
+    let baseline = mbufs_in_use(&mut t);
+    t.cmd("port start all").unwrap();
+    t.cmd("start").unwrap();
+    // A sink receives nothing, so the only receive doorbells from now on
+    // are the rebuild's: one per queue as it posts its buffers.
+    reset(&t);
+    t.fault_at(
+        Fault::Reset {
+            pci: PCI.into(),
+            down_ms: None,
+            new_name: None,
+        },
+        Trigger::AtRqDoorbell(2),
+    )
+    .unwrap();
+    wait_for_events(
+        &t,
+        0,
+        "error recovery successful",
+        1,
+        Duration::from_secs(20),
+    );
+    let tx0 = t.device_counters().unwrap().port(MAC0).unwrap().tx_packets;
+    t.wait_device(Duration::from_secs(10), |c| {
+        c.port(MAC0).is_some_and(|p| p.tx_packets > tx0 + 1000)
+    })
+    .unwrap_or_else(|e| panic!("traffic did not resume: {e}\n{}", t.output()));
+    t.cmd("stop").unwrap();
+    t.cmd("port stop all").unwrap();
+    let after = mbufs_in_use(&mut t);
+    let out = t.quit().unwrap();
+    // The driver notices the second reset (its async event) before it
+    // switches to active (one recovery, started over), while it announces
+    // success, or after (a second recovery); the events never interleave.
+    let seq = event_sequence(&out, 0);
+    let restarted = out.contains("the device reset again as it came back; recovering again");
+    assert!(
+        (seq == ["RECOVERING", "SUCCESS"] && restarted)
+            || seq == ["RECOVERING", "SUCCESS"].repeat(2),
+        "events {seq:?}:\n{out}"
+    );
+    assert_eq!(after, baseline, "mbufs in use after the double reset");
+}
+
+/// One port whose wire swallows what it sends.
+fn sink_port(down_ms: u64) -> Config {
+    Config::parse(&format!(
+        r#"
+[options]
+reset_down_ms = {down_ms}
+
+[[adapter]]
+pci = "{PCI}"
+ib_name = "mana_0"
+
+[[adapter.port]]
+mac = "{MAC0}"
+backend = {{ kind = "sink" }}
+"#
+    ))
+    .unwrap()
+}

@@ -4,7 +4,7 @@
 //! mana-emu sysfs <config.toml>            create the fake PCI + IB sysfs trees
 //! mana-emu example-config                 print a commented configuration
 //! mana-emu counters [SOCKET-OPTS] [--mac M]
-//! mana-emu inject [SOCKET-OPTS] <fault> [fault options] [--after-ms N | --after-packets N | --at-create N]
+//! mana-emu inject [SOCKET-OPTS] <fault> [fault options] [--after-ms N | --after-packets N | --at-create N | --at-rq-doorbell N]
 //!     reset --pci P [--down-ms N] [--new-name NAME] | hot-remove --pci P
 //!     link-down --mac M | link-up --mac M | tx-pause --mac M | tx-resume --mac M
 //!     cqe-delay --ms N --count N | cqe-corrupt --count N | alloc-fail --count N
@@ -90,6 +90,8 @@ fn fault(a: &mut Args) -> Result<(Fault, Trigger), String> {
         Trigger::AfterPackets(n.parse().map_err(|_| "--after-packets: not a number")?)
     } else if let Some(n) = a.take_opt("--at-create") {
         Trigger::AtCreate(n.parse().map_err(|_| "--at-create: not a number")?)
+    } else if let Some(n) = a.take_opt("--at-rq-doorbell") {
+        Trigger::AtRqDoorbell(n.parse().map_err(|_| "--at-rq-doorbell: not a number")?)
     } else {
         Trigger::Now
     };

@@ -46,6 +46,9 @@ impl State {
                 }
                 w.counters.doorbells += 1;
                 w.db_tail = tail;
+                if kind == WqKind::Rq {
+                    self.rq_doorbell_taken();
+                }
             }
             wire::DB_CQ => {
                 let tail = (value >> 32) & 0x7fff_ffff;

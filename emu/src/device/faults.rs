@@ -74,6 +74,11 @@ pub enum Trigger {
     /// table or QP), before it is carried out: a reset or removal then fails
     /// that call with EIO, as a device dying under a driver's setup would.
     AtCreate(u64),
+    /// Right after the n-th receive-queue doorbell from now that the device
+    /// accepts (a driver posting receive buffers, as it does once its queues
+    /// exist): a reset then lands after a driver's queue setup succeeded and
+    /// before it resumes traffic.
+    AtRqDoorbell(u64),
 }
 
 pub(super) struct Scheduled {
@@ -89,9 +94,29 @@ pub(super) enum Due {
     Packets(u64),
     /// At this value of `creates`.
     Create(u64),
+    /// At this value of `rq_doorbells`.
+    RqDoorbell(u64),
 }
 
 impl State {
+    /// Every accepted receive-queue doorbell passes here: fires the faults
+    /// due at it.
+    pub(super) fn rq_doorbell_taken(&mut self) {
+        self.rq_doorbells += 1;
+        let n = self.rq_doorbells;
+        let mut due = Vec::new();
+        self.faults.retain(|f| {
+            let hit = f.due == Due::RqDoorbell(n);
+            if hit {
+                due.push(f.fault.clone());
+            }
+            !hit
+        });
+        for f in due {
+            let _ = self.apply_fault(f);
+        }
+    }
+
     /// Every object creation passes here: fires the faults due at it, then
     /// takes a pending allocation failure.
     pub(super) fn take_alloc_fail(&mut self) -> Res<()> {
@@ -126,6 +151,7 @@ impl State {
             Trigger::AfterMs(ms) => Due::At(Instant::now() + Duration::from_millis(ms)),
             Trigger::AfterPackets(n) => Due::Packets(self.packets_moved + n),
             Trigger::AtCreate(n) => Due::Create(self.creates + n.max(1)),
+            Trigger::AtRqDoorbell(n) => Due::RqDoorbell(self.rq_doorbells + n.max(1)),
         };
         self.faults.push(Scheduled { fault, due });
         Ok(())
@@ -296,7 +322,7 @@ impl State {
             let hit = match s.due {
                 Due::At(t) => now >= t,
                 Due::Packets(n) => moved >= n,
-                Due::Create(_) => false,
+                Due::Create(_) | Due::RqDoorbell(_) => false,
             };
             if hit {
                 due.push(s.fault.clone());

@@ -107,6 +107,8 @@ pub struct State {
     retired: Vec<QueueReport>,
     faults: Vec<Scheduled>,
     alloc_fail: u32,
+    /// Receive-queue doorbells accepted so far (for `Trigger::AtRqDoorbell`).
+    pub(super) rq_doorbells: u64,
     /// Object creations so far (for `Trigger::AtCreate`).
     creates: u64,
     cqe_delay: Option<(Duration, u32)>,
@@ -212,6 +214,7 @@ impl State {
             faults: Vec::new(),
             alloc_fail: 0,
             creates: 0,
+            rq_doorbells: 0,
             cqe_delay: None,
             cqe_corrupt: 0,
             packets_moved: 0,
