@@ -3,6 +3,7 @@
 //! and device events.
 
 use crate::consts::*;
+use crate::ffi::compat::{self, QueueStats};
 use crate::ffi::{self, rte_eth_dev};
 use crate::port::{Device, Port};
 use crate::queues::{self, rxq_ptr, txq_ptr, Plan, Running, StartError};
@@ -92,7 +93,7 @@ pub unsafe fn set_burst_running(dev: *mut rte_eth_dev) {
         (*dev).rx_pkt_burst = Some(rxq::rx_burst);
         (*dev).tx_pkt_burst = Some(txq::tx_burst);
         (*dev).tx_pkt_prepare = Some(txq::tx_prepare);
-        (*dev).rx_queue_count = Some(rxq::rx_queue_count);
+        (*dev).rx_queue_count = compat::rx_queue_count_op!(rxq::rx_queue_count);
         (*dev).rx_descriptor_status = Some(rxq::rx_descriptor_status);
         (*dev).tx_descriptor_status = Some(txq::tx_descriptor_status);
     }
@@ -595,14 +596,9 @@ unsafe extern "C" fn dev_close(dev: *mut rte_eth_dev) -> c_int {
 }
 
 fn link(up: bool) -> ffi::rte_eth_link {
-    let mut l = ffi::rte_eth_link {
-        link_speed: if up { SPEED_NUM_100G } else { 0 },
-        ..Default::default()
-    };
-    l.set_link_duplex(ffi::RTE_ETH_LINK_FULL_DUPLEX as u16);
-    l.set_link_autoneg(ffi::RTE_ETH_LINK_FIXED as u16);
-    l.set_link_status(up as u16);
-    l
+    let speed = if up { SPEED_NUM_100G } else { 0 };
+    // Full duplex, fixed (RTE_ETH_LINK_FULL_DUPLEX, RTE_ETH_LINK_FIXED).
+    ffi::compat::eth_link(speed, true, false, up)
 }
 
 unsafe extern "C" fn link_update(dev: *mut rte_eth_dev, _wait: c_int) -> c_int {
@@ -696,11 +692,10 @@ unsafe extern "C" fn mtu_set(dev: *mut rte_eth_dev, mtu: u16) -> c_int {
     0
 }
 
-unsafe extern "C" fn stats_get(dev: *mut rte_eth_dev, s: *mut ffi::rte_eth_stats) -> c_int {
+/// `stats_get` (adapted to this DPDK's signature by `compat::stats_get_op`).
+fn stats_get(dev: *mut rte_eth_dev, s: &mut ffi::rte_eth_stats, qs: &mut QueueStats) -> c_int {
     let d = data(dev);
     queues::settle_tx(d);
-    // SAFETY: ethdev passes a zeroed stats struct.
-    let s = unsafe { &mut *s };
     let nq = ffi::RTE_ETHDEV_QUEUE_STAT_CNTRS as usize;
     for i in 0..usize::from(d.nb_rx_queues) {
         let q = rxq_ptr(d, i);
@@ -715,9 +710,9 @@ unsafe extern "C" fn stats_get(dev: *mut rte_eth_dev, s: *mut ffi::rte_eth_stats
         s.ierrors += st.errors.get();
         s.rx_nombuf += st.nombuf.get();
         if i < nq {
-            s.q_ipackets[i] = pk;
-            s.q_ibytes[i] = by;
-            s.q_errors[i] = st.errors.get();
+            qs.ipackets[i] = pk;
+            qs.ibytes[i] = by;
+            qs.errors[i] = st.errors.get();
         }
     }
     for i in 0..usize::from(d.nb_tx_queues) {
@@ -732,8 +727,8 @@ unsafe extern "C" fn stats_get(dev: *mut rte_eth_dev, s: *mut ffi::rte_eth_stats
         s.obytes += by;
         s.oerrors += st.errors.get();
         if i < nq {
-            s.q_opackets[i] = pk;
-            s.q_obytes[i] = by;
+            qs.opackets[i] = pk;
+            qs.obytes[i] = by;
         }
     }
     0
@@ -831,8 +826,14 @@ unsafe extern "C" fn fw_version_get(
     0
 }
 
-unsafe extern "C" fn supported_ptypes(_dev: *mut rte_eth_dev) -> *const u32 {
-    rxq::PTYPES.as_ptr()
+/// The packet types the RX path reports, without the terminator (which
+/// follows them in `PTYPES`, for releases before 24.03).
+fn supported_ptypes(_dev: *mut rte_eth_dev) -> &'static [u32] {
+    let n = rxq::PTYPES
+        .iter()
+        .position(|&p| p == ffi::RTE_PTYPE_UNKNOWN)
+        .unwrap_or(rxq::PTYPES.len());
+    &rxq::PTYPES[..n]
 }
 
 unsafe extern "C" fn rss_hash_update(
@@ -1014,7 +1015,7 @@ pub static SECONDARY_OPS: ffi::eth_dev_ops = {
     let mut o: ffi::eth_dev_ops = unsafe { std::mem::zeroed() };
     o.dev_close = Some(secondary_close);
     o.link_update = Some(secondary_link_update);
-    o.stats_get = Some(stats_get);
+    o.stats_get = compat::stats_get_op!(stats_get);
     o.stats_reset = Some(stats_reset);
     o.xstats_get = Some(crate::xstats::xstats_get);
     o.xstats_get_names = Some(crate::xstats::xstats_get_names);
@@ -1024,7 +1025,7 @@ pub static SECONDARY_OPS: ffi::eth_dev_ops = {
     o.txq_info_get = Some(txq_info_get);
     o.rx_burst_mode_get = Some(rx_burst_mode_get);
     o.tx_burst_mode_get = Some(tx_burst_mode_get);
-    o.dev_supported_ptypes_get = Some(supported_ptypes);
+    o.dev_supported_ptypes_get = compat::ptypes_get_op!(supported_ptypes);
     o.tx_done_cleanup = Some(tx_done_cleanup);
     o.fw_version_get = Some(fw_version_get);
     o.rss_hash_conf_get = Some(rss_hash_conf_get);
@@ -1046,7 +1047,7 @@ pub static OPS: ffi::eth_dev_ops = {
     o.allmulticast_disable = Some(mode_disable);
     o.mac_addr_set = Some(mac_addr_set);
     o.mtu_set = Some(mtu_set);
-    o.stats_get = Some(stats_get);
+    o.stats_get = compat::stats_get_op!(stats_get);
     o.stats_reset = Some(stats_reset);
     o.xstats_get = Some(crate::xstats::xstats_get);
     o.xstats_get_names = Some(crate::xstats::xstats_get_names);
@@ -1057,7 +1058,7 @@ pub static OPS: ffi::eth_dev_ops = {
     o.rx_burst_mode_get = Some(rx_burst_mode_get);
     o.tx_burst_mode_get = Some(tx_burst_mode_get);
     o.fw_version_get = Some(fw_version_get);
-    o.dev_supported_ptypes_get = Some(supported_ptypes);
+    o.dev_supported_ptypes_get = compat::ptypes_get_op!(supported_ptypes);
     o.rx_queue_setup = Some(rx_queue_setup);
     o.rx_queue_release = Some(rx_queue_release);
     o.tx_queue_setup = Some(tx_queue_setup);

@@ -67,7 +67,7 @@ fn rte_level(level: ::log::Level) -> u32 {
 fn type_id(t: LogType) -> c_int {
     match TYPES[t as usize].load(Ordering::Relaxed) {
         id if id >= 0 => id,
-        _ => ffi::RTE_LOGTYPE_PMD as c_int,
+        _ => ffi::compat::FALLBACK_LOGTYPE,
     }
 }
 

@@ -100,8 +100,7 @@ impl Default for Cache {
 
 /// Page-aligned `[start, end)` around `[addr, addr + len)`.
 fn page_span(addr: usize, len: usize) -> (usize, usize) {
-    // SAFETY: plain query.
-    let page = unsafe { ffi::rte_mem_page_size() }.max(4096);
+    let page = ffi::compat::page_size().max(4096);
     let start = addr & !(page - 1);
     let end = (addr + len).div_ceil(page) * page;
     (start, end)

@@ -51,29 +51,16 @@ struct Driver(UnsafeCell<ffi::rte_pci_driver>);
 // afterwards only DPDK's bus code reads it.
 unsafe impl Sync for Driver {}
 
-static DRIVER: Driver = Driver(UnsafeCell::new(ffi::rte_pci_driver {
-    next: ffi::rte_pci_driver__bindgen_ty_1 {
-        tqe_next: std::ptr::null_mut(),
-        tqe_prev: std::ptr::null_mut(),
-    },
-    driver: ffi::rte_driver {
-        next: ffi::rte_driver__bindgen_ty_1 {
-            tqe_next: std::ptr::null_mut(),
-            tqe_prev: std::ptr::null_mut(),
-        },
-        name: c"net_mana".as_ptr(),
-        alias: std::ptr::null(),
-    },
-    probe: Some(probe),
-    remove: Some(remove),
-    dma_map: None,
-    dma_unmap: None,
-    id_table: ID_TABLE.as_ptr(),
+static DRIVER: Driver = Driver(UnsafeCell::new(ffi::compat::pci_driver(
+    c"net_mana",
+    Some(probe),
+    Some(remove),
+    ID_TABLE.as_ptr(),
     // No BAR mapping: the kernel mana/mana_ib drivers stay bound. One
     // function carries several ports: probing it again (a `port attach`
     // with other `mac=` devargs) adds the ports not created yet.
-    drv_flags: ffi::RTE_PCI_DRV_INTR_RMV | ffi::RTE_PCI_DRV_PROBE_AGAIN,
-}));
+    ffi::RTE_PCI_DRV_INTR_RMV | ffi::RTE_PCI_DRV_PROBE_AGAIN,
+)));
 
 unsafe extern "C" fn probe(_drv: *mut ffi::rte_pci_driver, dev: *mut ffi::rte_pci_device) -> c_int {
     // SAFETY: EAL passes a valid device for the duration of the call.

@@ -126,7 +126,7 @@ unsafe impl Send for Built {}
 unsafe extern "C" fn verbs_alloc(size: usize, socket: *mut c_void) -> *mut c_void {
     // SAFETY: plain allocation.
     unsafe {
-        let align = ffi::rte_mem_page_size().max(4096) as c_uint;
+        let align = ffi::compat::page_size().max(4096) as c_uint;
         ffi::rte_zmalloc_socket(c"mana_ring".as_ptr(), size, align, socket as isize as c_int)
     }
 }

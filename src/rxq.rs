@@ -5,7 +5,7 @@
 //! An `RxQueue` lives in DPDK shared memory and holds plain data only.
 
 use crate::consts;
-use crate::ffi::{self, rte_mbuf};
+use crate::ffi::{self, mbuf, rte_mbuf};
 use crate::gate::Gate;
 use crate::mr;
 use crate::ring::{CompQueue, WorkQueue};
@@ -305,13 +305,13 @@ impl RxState {
         }
         // SAFETY: a posted mbuf the device just filled; we own it.
         unsafe {
-            (*m).data_len = len;
-            (*m).pkt_len = u32::from(len);
-            (*m).port = self.port_id;
+            mbuf::set_data_len(m, len);
+            mbuf::set_pkt_len(m, u32::from(len));
+            mbuf::set_port(m, self.port_id);
             (*m).ol_flags = ol;
-            (*m).__bindgen_anon_1.packet_type = packet_type(&f);
-            (*m).__bindgen_anon_2.hash.rss = oob.ppi[k].pkt_hash();
-            (*m).vlan_tci = if vlan { f.rx_vlan_id() } else { 0 };
+            mbuf::set_packet_type(m, packet_type(&f));
+            mbuf::set_rss_hash(m, oob.ppi[k].pkt_hash());
+            mbuf::set_vlan_tci(m, if vlan { f.rx_vlan_id() } else { 0 });
         }
         self.stats.bytes.add(u64::from(len));
         if vlan && self.offloads.load(Ordering::Relaxed) & consts::RX_OFFLOAD_VLAN_STRIP == 0 {

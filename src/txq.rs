@@ -6,7 +6,7 @@
 //! secondary processes can use it; it holds plain data only.
 
 use crate::consts;
-use crate::ffi::{self, rte_mbuf};
+use crate::ffi::{self, mbuf, rte_mbuf};
 use crate::gate::Gate;
 use crate::mr;
 use crate::ring::{CompQueue, WorkQueue};
@@ -342,7 +342,7 @@ impl TxState {
         while i < n && self.desc_len < self.nb_desc {
             let mut m = pkts[i];
             // SAFETY: tx_burst's caller hands us valid mbuf chains.
-            let mut nb_segs = u32::from(unsafe { (*m).nb_segs });
+            let mut nb_segs = u32::from(unsafe { mbuf::nb_segs(m) });
             // SAFETY: as above.
             let tso = unsafe { (*m).ol_flags } & ffi::RTE_MBUF_F_TX_TCP_SEG != 0;
             // TSO puts the headers alone in SGE 0: one more SGE at most.
@@ -365,9 +365,9 @@ impl TxState {
             let (ol, vlan_tci, pkt_len, tx_offload) = unsafe {
                 (
                     (*m).ol_flags,
-                    (*m).vlan_tci,
-                    (*m).pkt_len,
-                    (*m).__bindgen_anon_3.tx_offload,
+                    mbuf::vlan_tci(m),
+                    mbuf::pkt_len(m),
+                    mbuf::tx_offload(m),
                 )
             };
             let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
@@ -497,8 +497,8 @@ impl TxState {
             // SAFETY: walking a valid chain of nb_segs segments.
             let (addr, len, next) = unsafe {
                 (
-                    ((*seg).buf_addr as usize) + usize::from((*seg).data_off),
-                    u32::from((*seg).data_len),
+                    ((*seg).buf_addr as usize) + usize::from(mbuf::data_off(seg)),
+                    u32::from(mbuf::data_len(seg)),
                     (*seg).next,
                 )
             };
@@ -548,7 +548,8 @@ impl Tso {
         let mss = (tx_offload >> 24) & 0xffff;
         let hdr = l2 + l3 + l4;
         // SAFETY: a valid mbuf handed to tx_burst.
-        let (first, pkt_len) = unsafe { (u64::from((*m).data_len), u64::from((*m).pkt_len)) };
+        let (first, pkt_len) =
+            unsafe { (u64::from(mbuf::data_len(m)), u64::from(mbuf::pkt_len(m))) };
         let ip = ol & (ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_IPV6) != 0;
         if !ip
             || l2 == 0
@@ -650,29 +651,29 @@ fn linearize(m: *mut rte_mbuf) -> Option<*mut rte_mbuf> {
         let pool = (*m).pool;
         let room = u32::from(ffi::mana_shim_pktmbuf_data_room_size(pool))
             .saturating_sub(ffi::RTE_PKTMBUF_HEADROOM);
-        if (*m).pkt_len > room {
+        if mbuf::pkt_len(m) > room {
             return None;
         }
         let mut l: *mut rte_mbuf = ptr::null_mut();
         if ffi::mana_shim_pktmbuf_alloc_bulk(pool, &mut l, 1) != 0 {
             return None;
         }
-        let dst = ((*l).buf_addr as *mut u8).add(usize::from((*l).data_off));
+        let dst = ((*l).buf_addr as *mut u8).add(usize::from(mbuf::data_off(l)));
         let mut off = 0usize;
         let mut seg = m;
         while !seg.is_null() {
-            let len = usize::from((*seg).data_len);
-            let src = ((*seg).buf_addr as *const u8).add(usize::from((*seg).data_off));
+            let len = usize::from(mbuf::data_len(seg));
+            let src = ((*seg).buf_addr as *const u8).add(usize::from(mbuf::data_off(seg)));
             ptr::copy_nonoverlapping(src, dst.add(off), len);
             off += len;
             seg = (*seg).next;
         }
-        (*l).data_len = off as u16;
-        (*l).pkt_len = off as u32;
+        mbuf::set_data_len(l, off as u16);
+        mbuf::set_pkt_len(l, off as u32);
         (*l).ol_flags = (*m).ol_flags;
-        (*l).vlan_tci = (*m).vlan_tci;
-        (*l).__bindgen_anon_3.tx_offload = (*m).__bindgen_anon_3.tx_offload;
-        (*l).__bindgen_anon_1.packet_type = (*m).__bindgen_anon_1.packet_type;
+        mbuf::set_vlan_tci(l, mbuf::vlan_tci(m));
+        mbuf::set_tx_offload(l, mbuf::tx_offload(m));
+        mbuf::set_packet_type(l, mbuf::packet_type(m));
         ffi::rte_pktmbuf_free_bulk(&mut { m }, 1);
         Some(l)
     }
@@ -734,10 +735,10 @@ unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
     let (ol, tx_offload, nb_segs, data_len, data) = unsafe {
         (
             (*m).ol_flags,
-            (*m).__bindgen_anon_3.tx_offload,
-            (*m).nb_segs,
-            usize::from((*m).data_len),
-            ((*m).buf_addr as *mut u8).add(usize::from((*m).data_off)),
+            mbuf::tx_offload(m),
+            mbuf::nb_segs(m),
+            usize::from(mbuf::data_len(m)),
+            ((*m).buf_addr as *mut u8).add(usize::from(mbuf::data_off(m))),
         )
     };
     if ol & UNSUPPORTED_TX_FLAGS != 0
