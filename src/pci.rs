@@ -73,7 +73,7 @@ unsafe extern "C" fn remove(dev: *mut ffi::rte_pci_device) -> c_int {
 }
 
 extern "C" fn constructor() {
-    crate::log::init();
+    crate::ffi::log::init();
     // SAFETY: runs once at load time; the driver object is static and valid
     // for the life of the process, as the PCI bus requires.
     unsafe { ffi::rte_pci_register(DRIVER.0.get()) };

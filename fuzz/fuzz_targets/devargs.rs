@@ -1,4 +1,4 @@
-//! Fuzz target for the `mac=` devargs parser (src/devargs.rs).
+//! Fuzz target for the `mac=` devargs parser (src/probe/devargs.rs).
 //!
 //! Run from the repository root (cargo-fuzz needs nightly; on a stable-only
 //! machine use `RUSTC_BOOTSTRAP=1 cargo fuzz run ...` instead of `+nightly`):
@@ -12,7 +12,14 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../src/devargs.rs"]
+#[path = "../../src/hw/mac.rs"]
+#[allow(dead_code)]
+mod mac;
+/// `devargs` names the MAC type by its path in the driver crate.
+mod hw {
+    pub use super::mac;
+}
+#[path = "../../src/probe/devargs.rs"]
 #[allow(dead_code)]
 mod devargs;
 

@@ -20,6 +20,8 @@ pub mod sys {
 pub use sys::*;
 
 pub mod compat;
+pub mod consts;
+pub mod log;
 pub mod mbuf;
 
 /// The current thread's `rte_errno`.

@@ -4,12 +4,12 @@
 //!
 //! An `RxQueue` lives in DPDK shared memory and holds plain data only.
 
-use crate::consts;
+use crate::control::mr;
+use crate::dataplane::gate::Gate;
+use crate::dataplane::stats::Counter;
+use crate::ffi::consts;
 use crate::ffi::{self, mbuf, rte_mbuf};
-use crate::gate::Gate;
-use crate::mr;
-use crate::ring::{CompQueue, WorkQueue};
-use crate::stats::Counter;
+use crate::hw::ring::{CompQueue, WorkQueue};
 use gdma::{ndis_hash, Cqe, CqeType, RxCompOob, Sge, WqeHeader};
 use std::ffi::{c_int, c_void};
 use std::ptr;
@@ -105,8 +105,11 @@ impl RxQueue {
         offloads: u64,
     ) -> Option<*mut RxQueue> {
         debug_assert!(nb_desc.is_power_of_two());
-        let (q, desc) =
-            crate::queues::alloc_queue_mem::<RxQueue, *mut rte_mbuf>(c"mana_rxq", nb_desc, socket)?;
+        let (q, desc) = crate::control::queues::alloc_queue_mem::<RxQueue, *mut rte_mbuf>(
+            c"mana_rxq",
+            nb_desc,
+            socket,
+        )?;
         // SAFETY: fresh memory for one queue and nb_desc descriptors, and a pool query.
         unsafe {
             let room = u32::from(ffi::mana_shim_pktmbuf_data_room_size(mp));
@@ -146,7 +149,7 @@ impl RxQueue {
         // SAFETY: per the contract.
         unsafe {
             (*q).st.detach();
-            crate::queues::free_queue_mem(q, (*q).st.desc);
+            crate::control::queues::free_queue_mem(q, (*q).st.desc);
         }
     }
 }
@@ -222,7 +225,7 @@ impl RxState {
         let value = (1u64 << 63)
             | (u64::from(tail & 0x7fff_ffff) << 32)
             | u64::from(self.cq.id & 0xff_ffff);
-        crate::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_CQ, value);
+        crate::hw::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_CQ, value);
     }
 
     #[inline(always)]
@@ -271,7 +274,7 @@ impl RxState {
         if posted > 0 {
             let value =
                 (u64::from(self.rq.doorbell_tail()) << 32) | u64::from(self.rq.id & 0xff_ffff);
-            crate::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_RQ, value);
+            crate::hw::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_RQ, value);
         }
         posted
     }

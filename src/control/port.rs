@@ -1,11 +1,11 @@
 //! One ethdev per MANA port: creation at probe, the process-local control
 //! state behind `eth_dev->process_private`, and removal.
 
+use crate::control::shared::Shared;
 use crate::ethdev;
 use crate::ffi;
-use crate::shared::Shared;
-use crate::sysfs::PortNetdev;
-use crate::verbs::{Context, DeviceInfo, DeviceList, Pd};
+use crate::hw::sysfs::PortNetdev;
+use crate::hw::verbs::{Context, DeviceInfo, DeviceList, Pd};
 use ::log::{error, info};
 use std::ffi::{c_int, c_void, CString};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 /// What probe found for one port.
 pub struct PortSpec {
     pub name: String,
-    pub pci: crate::sysfs::PciAddr,
+    pub pci: crate::hw::sysfs::PciAddr,
     pub ib_index: usize,
     pub ib: DeviceInfo,
     pub ib_port: u32,
@@ -57,7 +57,7 @@ pub struct Device {
 }
 
 impl Device {
-    pub fn open(list: &DeviceList, index: usize, ib_port: u32) -> crate::verbs::Result<Device> {
+    pub fn open(list: &DeviceList, index: usize, ib_port: u32) -> crate::hw::verbs::Result<Device> {
         let ctx = list.open(index)?;
         let pd = Pd::alloc(&ctx)?;
         let parent = Pd::alloc_parent(&ctx, &pd, ib_port)?;
@@ -78,17 +78,17 @@ pub struct Port {
     /// Serialises control operations on this port.
     pub ctrl: Mutex<ethdev::Ctrl>,
     /// Memory registrations, also reached from the data path on a cache miss.
-    pub mr: Mutex<crate::mr::Registry>,
+    pub mr: Mutex<crate::control::mr::Registry>,
     /// The open device context, for the interrupt thread (null while none).
     /// Set only through [`Port::set_ctx`].
     pub ctx: AtomicPtr<ffi::ibv_context>,
     /// What secondaries map their doorbell page from (see `mp`).
     pub doorbell: Mutex<DoorbellSource>,
-    pub intr: crate::intr::Intr,
+    pub intr: crate::control::intr::Intr,
     /// Per-queue epoll fds standing in for the completion channels.
     pub rx_epfds: Mutex<Vec<c_int>>,
-    pub pci: crate::sysfs::PciAddr,
-    pub reset: crate::reset::Reset,
+    pub pci: crate::hw::sysfs::PciAddr,
+    pub reset: crate::control::reset::Reset,
 }
 
 /// The uverbs fd whose first page is the current context's doorbell page,
@@ -182,7 +182,7 @@ pub(crate) fn create(
         (*(*eth_dev).data).port_id
     };
     let ctx = device.ctx.as_ptr();
-    let intr = match crate::intr::Intr::new() {
+    let intr = match crate::control::intr::Intr::new() {
         Ok(i) => i,
         Err(e) => {
             error!("{name}: cannot allocate an interrupt handle");
@@ -201,7 +201,7 @@ pub(crate) fn create(
         limits: Limits::from_attr(&attr),
         numa,
         ctrl: Mutex::new(ethdev::Ctrl::new(device)),
-        mr: Mutex::new(crate::mr::Registry::new()),
+        mr: Mutex::new(crate::control::mr::Registry::new()),
         ctx: AtomicPtr::new(std::ptr::null_mut()),
         doorbell: Mutex::new(DoorbellSource {
             fd: -1,
@@ -210,7 +210,7 @@ pub(crate) fn create(
         intr,
         rx_epfds: Mutex::new(Vec::new()),
         pci,
-        reset: crate::reset::Reset::new(),
+        reset: crate::control::reset::Reset::new(),
     });
     port.set_ctx(ctx);
     // SAFETY: the ethdev is ours until probing_finish publishes it.
@@ -220,7 +220,7 @@ pub(crate) fn create(
         (*eth_dev).intr_handle = port.intr.handle();
         ethdev::set_burst_stopped(eth_dev);
     }
-    if let Err(e) = crate::intr::install(&port) {
+    if let Err(e) = crate::control::intr::install(&port) {
         error!("{name}: cannot install the device event handler: {e}");
         // SAFETY: undoing the allocation above.
         unsafe {
@@ -233,7 +233,7 @@ pub(crate) fn create(
     {
         let ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(dev) = ctrl.dev.as_ref() {
-            limits.max_desc = crate::queues::probe_max_desc(&port, dev);
+            limits.max_desc = crate::control::queues::probe_max_desc(&port, dev);
         }
     }
     // SAFETY: ethdev frees dev_private with rte_free at release.
@@ -260,8 +260,8 @@ pub(crate) fn create(
     let sh = Shared::of(port.data());
     sh.set_fw_version(&fw_version(&attr));
     sh.set_rss(&port.ctrl.lock().unwrap_or_else(|e| e.into_inner()).rss);
-    crate::mp::init_primary();
-    crate::reset::watch_removal(&port);
+    crate::control::mp::init_primary();
+    crate::control::reset::watch_removal(&port);
     // SAFETY: publishes the port to applications.
     unsafe { ffi::rte_eth_dev_probing_finish(eth_dev) };
     let p = &port;
@@ -284,9 +284,9 @@ pub(crate) unsafe fn free_private(eth_dev: *mut ffi::rte_eth_dev) {
         if port.is_null() {
             return;
         }
-        crate::reset::unwatch_removal(&*port);
-        crate::intr::uninstall(&*port, true);
-        crate::intr::close_rx_fds(&*port);
+        crate::control::reset::unwatch_removal(&*port);
+        crate::control::intr::uninstall(&*port, true);
+        crate::control::intr::close_rx_fds(&*port);
         (*port).set_ctx(std::ptr::null_mut());
         (*eth_dev).process_private = std::ptr::null_mut();
         drop(Arc::from_raw(port));

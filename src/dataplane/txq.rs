@@ -5,12 +5,12 @@
 //! A `TxQueue` lives in DPDK shared memory (`rte_zmalloc_socket`) so that
 //! secondary processes can use it; it holds plain data only.
 
-use crate::consts;
+use crate::control::mr;
+use crate::dataplane::gate::Gate;
+use crate::dataplane::stats::Counter;
+use crate::ffi::consts;
 use crate::ffi::{self, mbuf, rte_mbuf};
-use crate::gate::Gate;
-use crate::mr;
-use crate::ring::{CompQueue, WorkQueue};
-use crate::stats::Counter;
+use crate::hw::ring::{CompQueue, WorkQueue};
 use gdma::{CqeType, Sge, TxLongOob, TxShortOob, WqeHeader};
 use std::ffi::{c_int, c_void};
 use std::ptr;
@@ -126,7 +126,7 @@ impl TxQueue {
     ) -> Option<*mut TxQueue> {
         debug_assert!(nb_desc.is_power_of_two());
         let (q, desc) =
-            crate::queues::alloc_queue_mem::<TxQueue, Desc>(c"mana_txq", nb_desc, socket)?;
+            crate::control::queues::alloc_queue_mem::<TxQueue, Desc>(c"mana_txq", nb_desc, socket)?;
         // SAFETY: fresh memory for one queue and nb_desc descriptors.
         unsafe {
             ptr::write(
@@ -185,7 +185,7 @@ impl TxQueue {
         // SAFETY: per the contract.
         unsafe {
             (*q).st.detach();
-            crate::queues::free_queue_mem(q, (*q).st.desc);
+            crate::control::queues::free_queue_mem(q, (*q).st.desc);
         }
     }
 }
@@ -523,7 +523,7 @@ impl TxState {
     #[inline(always)]
     fn ring_doorbell(&mut self) {
         let value = (u64::from(self.sq.doorbell_tail()) << 32) | u64::from(self.sq.id & 0xff_ffff);
-        crate::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_SQ, value);
+        crate::hw::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_SQ, value);
     }
 }
 
@@ -795,9 +795,9 @@ unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
     }
     if l4 != 0 {
         let phdr = if ipv4 {
-            crate::csum::ipv4_pseudo(&hdr[l2..l2 + l3])
+            crate::dataplane::csum::ipv4_pseudo(&hdr[l2..l2 + l3])
         } else {
-            crate::csum::ipv6_pseudo(&hdr[l2..l2 + l3])
+            crate::dataplane::csum::ipv6_pseudo(&hdr[l2..l2 + l3])
         };
         let at = l2 + l3 + if l4_hdr == 20 { 16 } else { 6 };
         hdr[at..at + 2].copy_from_slice(&phdr.to_be_bytes());

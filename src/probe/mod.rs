@@ -1,13 +1,16 @@
 //! PCI probe and remove: finds the RDMA device of a MANA PCI function,
 //! selects its ports by the `mac=` devargs, and creates one ethdev per port.
 
-use crate::devargs::{Devargs, MacAddr};
-use crate::diag;
+pub mod devargs;
+mod diag;
+
+use crate::control::port;
 use crate::ffi;
-use crate::port;
-use crate::sysfs::{self, PciAddr};
-use crate::verbs::{DeviceInfo, DeviceList};
+use crate::hw::mac::MacAddr;
+use crate::hw::sysfs::{self, PciAddr};
+use crate::hw::verbs::{DeviceInfo, DeviceList};
 use ::log::{error, info, warn};
+use devargs::Devargs;
 use std::ffi::{c_int, CStr};
 use std::path::Path;
 
@@ -61,7 +64,7 @@ pub(crate) fn pci_probe(dev: &mut ffi::rte_pci_device) -> c_int {
     };
     // SAFETY: FFI call without arguments.
     if unsafe { ffi::rte_eal_process_type() } != ffi::RTE_PROC_PRIMARY {
-        return crate::mp::attach_secondary(dev, &device_name(dev));
+        return crate::control::mp::attach_secondary(dev, &device_name(dev));
     }
     let list = match DeviceList::get() {
         Ok(l) => l,
@@ -183,8 +186,8 @@ fn probe_ports(
         if !devargs.selects(&netdev.mac) {
             continue;
         }
-        let port_name = crate::mp::port_name(&name, ib_port);
-        if crate::mp::port_by_name(&port_name).is_some() {
+        let port_name = crate::control::mp::port_name(&name, ib_port);
+        if crate::control::mp::port_by_name(&port_name).is_some() {
             probed.existing += 1;
             continue;
         }

@@ -4,15 +4,15 @@
 //! the verbs objects (no lock), and [`attach`] of their rings to the queues
 //! (under the lock).
 
-use crate::consts::MQ_RX_RSS_FLAG;
+use crate::control::mr::Region;
+use crate::control::port::{Device, Port};
+use crate::control::rss::Rss;
+use crate::dataplane::rxq::{RxHw, RxQueue};
+use crate::dataplane::txq::{TxHw, TxQueue};
 use crate::ethdev::Ctrl;
 use crate::ffi;
-use crate::mr::Region;
-use crate::port::{Device, Port};
-use crate::rss::Rss;
-use crate::rxq::{RxHw, RxQueue};
-use crate::txq::{TxHw, TxQueue};
-use crate::verbs::{self, CompChannel, Cq, IndTable, Qp, VerbsError, Wq};
+use crate::ffi::consts::MQ_RX_RSS_FLAG;
+use crate::hw::verbs::{self, CompChannel, Cq, IndTable, Qp, VerbsError, Wq};
 use std::ffi::{c_int, c_uint, c_void};
 
 /// A failure to start: what failed (for the log) and the negative errno.
@@ -287,7 +287,7 @@ pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<(), StartError>
         .map(|h| h.db_page)
         .or(rx_hw.first().map(|h| h.db_page))
     {
-        crate::mp::set_doorbell_page(p.port_id, page);
+        crate::control::mp::set_doorbell_page(p.port_id, page);
     }
     for (i, hw) in tx_hw.iter().enumerate() {
         // SAFETY: the queue exists (plan generation checked by the caller),
@@ -314,7 +314,7 @@ pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<(), StartError>
             .iter()
             .filter_map(|v| v.channel.as_ref().map(|c| c.fd()))
             .collect();
-        if let Err(e) = crate::intr::enable_rx_vectors(p, &fds) {
+        if let Err(e) = crate::control::intr::enable_rx_vectors(p, &fds) {
             drop(running);
             detach_all(d);
             return Err((String::from("rx interrupt vectors"), e));
@@ -335,7 +335,7 @@ pub fn register_all_pools(p: &Port, dev: &Device) {
 
 unsafe extern "C" fn register_pool(mp: *mut ffi::rte_mempool, arg: *mut c_void) {
     // SAFETY: `arg` is the registry passed by `register_all_pools`.
-    let reg = unsafe { &mut *(arg as *mut crate::mr::Registry) };
+    let reg = unsafe { &mut *(arg as *mut crate::control::mr::Registry) };
     reg.register_mempool(mp);
 }
 
@@ -344,7 +344,7 @@ unsafe extern "C" fn register_pool(mp: *mut ffi::rte_mempool, arg: *mut c_void) 
 pub fn register_memory(port_id: u16, addr: usize, len: usize) -> Option<Region> {
     // SAFETY: FFI query.
     if unsafe { ffi::rte_eal_process_type() } != ffi::RTE_PROC_PRIMARY {
-        return crate::mp::register_remote(port_id, addr, len);
+        return crate::control::mp::register_remote(port_id, addr, len);
     }
     // SAFETY: the queue's port id names one of our live ethdevs, whose
     // process_private is a Port while the port exists.

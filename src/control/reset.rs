@@ -22,12 +22,12 @@
 //! with no driver lock held, so callbacks may stop, close or remove the port
 //! from any thread, including this one.
 
+use crate::control::port::{Device, Port};
+use crate::control::queues::{self, Plan};
+use crate::control::shared::Shared;
 use crate::ffi;
-use crate::port::{Device, Port};
-use crate::queues::{self, Plan};
-use crate::shared::Shared;
-use crate::sysfs;
-use crate::verbs::DeviceList;
+use crate::hw::sysfs;
+use crate::hw::verbs::DeviceList;
 use ::log::{error, info, warn};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -42,8 +42,8 @@ const POLL: Duration = Duration::from_millis(50);
 /// Rebuilds tried per reset before giving up.
 const REBUILD_ATTEMPTS: u32 = 3;
 
-pub use crate::handoff::Phase;
-use crate::handoff::{Begin, Handoff, Start};
+pub use crate::control::handoff::Phase;
+use crate::control::handoff::{Begin, Handoff, Start};
 
 /// A port's reset state: the hand-off, plus what the recovery watches.
 pub struct Reset {
@@ -116,7 +116,7 @@ pub fn on_device_fatal(port: Arc<Port>) {
     );
     // This handler's fd dies with the old context; it cannot unregister
     // itself synchronously from inside its own callback.
-    crate::intr::uninstall(&port, false);
+    crate::control::intr::uninstall(&port, false);
     crate::ethdev::publish_link(port.eth_dev);
     if begin == Begin::Deferred {
         // The recovery thread is emitting the last recovery's SUCCESS; it
@@ -126,7 +126,7 @@ pub fn on_device_fatal(port: Arc<Port>) {
     emit(&port, ffi::RTE_ETH_EVENT_ERR_RECOVERING);
     let p = port.clone();
     let started = port.reset.handoff.start(|| {
-        crate::handoff::ThreadBuilder::new()
+        crate::control::handoff::ThreadBuilder::new()
             .name(format!("mana-reset-{}", port.port_id))
             .spawn(move || recover(p))
     });
@@ -248,7 +248,7 @@ fn teardown(port: &Port) {
         queues::close_gates(port.data());
         (ctrl.running.take(), ctrl.dev.take())
     };
-    crate::intr::disable_rx_vectors(port);
+    crate::control::intr::disable_rx_vectors(port);
     // Verbs destroys without a lock: the objects are ours alone now.
     drop(running);
     {
@@ -270,10 +270,10 @@ fn teardown(port: &Port) {
 /// running handler is the caller's own and finds the context gone on return.
 pub fn close_device(port: &Port, dev: Option<Device>) {
     port.mr.lock().unwrap_or_else(|e| e.into_inner()).detach();
-    crate::intr::uninstall(port, false);
+    crate::control::intr::uninstall(port, false);
     // SAFETY: FFI query.
     if unsafe { ffi::rte_thread_is_intr() } == 0 {
-        crate::intr::wait_released(port);
+        crate::control::intr::wait_released(port);
     }
     port.set_ctx(std::ptr::null_mut());
     drop(dev);
@@ -350,14 +350,14 @@ fn install(port: &Arc<Port>, dev: &mut Option<Device>) -> Outcome {
     let d = dev.as_ref().expect("a device to install");
     port.set_ctx(d.ctx.as_ptr());
     if let Ok(attr) = d.ctx.query_device_ex() {
-        Shared::of(port.data()).set_fw_version(&crate::port::fw_version(&attr));
+        Shared::of(port.data()).set_fw_version(&crate::control::port::fw_version(&attr));
     }
-    if let Err(e) = crate::intr::install(port) {
+    if let Err(e) = crate::control::intr::install(port) {
         return Outcome::Failed(format!("device event handler: {e}"));
     }
     queues::register_all_pools(port, d);
     // Secondaries map the new page while every gate is still closed.
-    if let Err(e) = crate::mp::remap_secondaries(port) {
+    if let Err(e) = crate::control::mp::remap_secondaries(port) {
         return Outcome::Failed(e);
     }
     // The queue configuration may change under us (an application ignoring

@@ -2,7 +2,7 @@
 //! the failures Azure users hit (missing kernel modules, an old kernel, a
 //! missing or mismatched rdma-core provider) each get a line saying what to do.
 
-use crate::sysfs::PciAddr;
+use crate::hw::sysfs::PciAddr;
 use std::path::Path;
 
 /// What the driver could observe about the system when the probe failed.

@@ -2,8 +2,8 @@
 //! rx queue interrupts (CQ arming plus completion channels) for
 //! `l3fwd-power`-style applications.
 
+use crate::control::port::Port;
 use crate::ffi::{self, rte_eth_dev};
-use crate::port::Port;
 use ::log::{error, warn};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -201,7 +201,7 @@ unsafe extern "C" fn on_async_event(arg: *mut c_void) {
         // SAFETY: acknowledges the event just read.
         unsafe { ffi::ibv_ack_async_event(&mut ev) };
         if kind == ffi::IBV_EVENT_DEVICE_FATAL {
-            crate::reset::on_device_fatal(port);
+            crate::control::reset::on_device_fatal(port);
             return;
         }
         warn!("{}: ignoring device event {kind}", port.name);
@@ -297,7 +297,8 @@ pub unsafe extern "C" fn rx_queue_intr_enable(dev: *mut rte_eth_dev, qid: u16) -
     }
     // SAFETY: started queues exist; their device objects stay while we hold
     // the control lock (teardown takes them under it).
-    let q = unsafe { &*(*d.rx_queues.add(usize::from(qid)) as *const crate::rxq::RxQueue) };
+    let q =
+        unsafe { &*(*d.rx_queues.add(usize::from(qid)) as *const crate::dataplane::rxq::RxQueue) };
     q.arm();
     0
 }

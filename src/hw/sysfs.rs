@@ -1,10 +1,14 @@
 //! Small readers for the sysfs files the driver consults: PCI slot names,
 //! port MACs and interface state.
 
-use crate::devargs::MacAddr;
+use crate::hw::mac::MacAddr;
 use std::fmt;
 use std::fs;
 use std::path::Path;
+
+/// Most ports (IB ports, each with its netdev and MAC) one MANA function
+/// carries, as the `mac=` devargs can select.
+pub const MAX_PORTS: usize = 8;
 
 /// A PCI address `domain:bus:device.function`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

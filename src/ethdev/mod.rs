@@ -2,16 +2,18 @@
 //! stop (creating and destroying the verbs queues), stats, RSS, MTU, link,
 //! and device events.
 
-use crate::consts::*;
+mod xstats;
+
+use crate::control::port::{Device, Port};
+use crate::control::queues::{self, rxq_ptr, txq_ptr, Plan, Running, StartError};
+use crate::control::reset::Phase;
+use crate::control::rss::{Rss, RETA_SIZE, RSS_OFFLOADS};
+use crate::control::shared::Shared;
+use crate::dataplane::rxq::{self, RxQueue};
+use crate::dataplane::txq::{self, TxQueue};
 use crate::ffi::compat::{self, QueueStats};
+use crate::ffi::consts::*;
 use crate::ffi::{self, rte_eth_dev};
-use crate::port::{Device, Port};
-use crate::queues::{self, rxq_ptr, txq_ptr, Plan, Running, StartError};
-use crate::reset::Phase;
-use crate::rss::{Rss, RETA_SIZE, RSS_OFFLOADS};
-use crate::rxq::{self, RxQueue};
-use crate::shared::Shared;
-use crate::txq::{self, TxQueue};
 use ::log::{error, info, warn};
 use std::ffi::{c_int, c_uint, c_void};
 use std::ptr;
@@ -216,7 +218,7 @@ unsafe extern "C" fn dev_infos_get(
     info.default_rxportconf.ring_size = 256.min(max_desc);
     info.default_rxportconf.nb_queues = 1;
     info.default_txportconf = info.default_rxportconf;
-    info.err_handle_mode = crate::reset::ERR_HANDLE_MODE;
+    info.err_handle_mode = crate::control::reset::ERR_HANDLE_MODE;
     0
 }
 
@@ -553,7 +555,7 @@ pub fn stop_locked(p: &Port, ctrl: &mut Ctrl, dev: *mut rte_eth_dev) {
     let d = p.data();
     queues::close_gates(d);
     queues::drain_tx(d);
-    crate::intr::disable_rx_vectors(p);
+    crate::control::intr::disable_rx_vectors(p);
     drop(ctrl.running.take());
     let lost = queues::detach_all(d);
     if lost > 0 {
@@ -588,10 +590,10 @@ unsafe extern "C" fn dev_close(dev: *mut rte_eth_dev) -> c_int {
         }
         ctrl.dev.take()
     };
-    crate::reset::close_device(p, device);
+    crate::control::reset::close_device(p, device);
     info!("{}: closed", p.name);
     // SAFETY: ethdev releases the port after this returns.
-    unsafe { crate::port::free_private(dev) };
+    unsafe { crate::control::port::free_private(dev) };
     0
 }
 
@@ -642,8 +644,8 @@ unsafe extern "C" fn mac_addr_set(dev: *mut rte_eth_dev, mac: *mut ffi::rte_ethe
     error!(
         "{}: cannot change the MAC to {}: Azure fixes each port's MAC ({})",
         port(dev).name,
-        crate::devargs::MacAddr(want),
-        crate::devargs::MacAddr(have)
+        crate::hw::mac::MacAddr(want),
+        crate::hw::mac::MacAddr(have)
     );
     neg(libc::ENOTSUP)
 }
@@ -735,7 +737,7 @@ fn stats_get(dev: *mut rte_eth_dev, s: &mut ffi::rte_eth_stats, qs: &mut QueueSt
 }
 
 unsafe extern "C" fn stats_reset(dev: *mut rte_eth_dev) -> c_int {
-    crate::xstats::reset(data(dev));
+    crate::ethdev::xstats::reset(data(dev));
     0
 }
 
@@ -1005,7 +1007,7 @@ unsafe extern "C" fn secondary_link_update(_dev: *mut rte_eth_dev, _wait: c_int)
 }
 
 unsafe extern "C" fn secondary_close(dev: *mut rte_eth_dev) -> c_int {
-    crate::mp::detach_secondary(data(dev).port_id);
+    crate::control::mp::detach_secondary(data(dev).port_id);
     0
 }
 
@@ -1017,8 +1019,8 @@ pub static SECONDARY_OPS: ffi::eth_dev_ops = {
     o.link_update = Some(secondary_link_update);
     o.stats_get = compat::stats_get_op!(stats_get);
     o.stats_reset = Some(stats_reset);
-    o.xstats_get = Some(crate::xstats::xstats_get);
-    o.xstats_get_names = Some(crate::xstats::xstats_get_names);
+    o.xstats_get = Some(crate::ethdev::xstats::xstats_get);
+    o.xstats_get_names = Some(crate::ethdev::xstats::xstats_get_names);
     o.xstats_reset = Some(stats_reset);
     o.dev_infos_get = Some(dev_infos_get);
     o.rxq_info_get = Some(rxq_info_get);
@@ -1049,8 +1051,8 @@ pub static OPS: ffi::eth_dev_ops = {
     o.mtu_set = Some(mtu_set);
     o.stats_get = compat::stats_get_op!(stats_get);
     o.stats_reset = Some(stats_reset);
-    o.xstats_get = Some(crate::xstats::xstats_get);
-    o.xstats_get_names = Some(crate::xstats::xstats_get_names);
+    o.xstats_get = Some(crate::ethdev::xstats::xstats_get);
+    o.xstats_get_names = Some(crate::ethdev::xstats::xstats_get_names);
     o.xstats_reset = Some(stats_reset);
     o.dev_infos_get = Some(dev_infos_get);
     o.rxq_info_get = Some(rxq_info_get);
@@ -1067,8 +1069,8 @@ pub static OPS: ffi::eth_dev_ops = {
     o.rx_queue_stop = Some(rx_queue_stop);
     o.tx_queue_start = Some(tx_queue_start);
     o.tx_queue_stop = Some(tx_queue_stop);
-    o.rx_queue_intr_enable = Some(crate::intr::rx_queue_intr_enable);
-    o.rx_queue_intr_disable = Some(crate::intr::rx_queue_intr_disable);
+    o.rx_queue_intr_enable = Some(crate::control::intr::rx_queue_intr_enable);
+    o.rx_queue_intr_disable = Some(crate::control::intr::rx_queue_intr_disable);
     o.tx_done_cleanup = Some(tx_done_cleanup);
     o.rss_hash_update = Some(rss_hash_update);
     o.rss_hash_conf_get = Some(rss_hash_conf_get);

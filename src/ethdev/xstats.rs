@@ -1,10 +1,10 @@
 //! Extended statistics: per-queue counters and the drop and error causes
 //! the basic stats fold together.
 
+use crate::dataplane::rxq::RxQueue;
+use crate::dataplane::stats::Counter;
+use crate::dataplane::txq::TxQueue;
 use crate::ffi;
-use crate::rxq::RxQueue;
-use crate::stats::Counter;
-use crate::txq::TxQueue;
 use std::ffi::{c_int, c_uint};
 
 type RxField = fn(&RxQueue) -> &Counter;
@@ -56,7 +56,7 @@ fn queues<T: 'static>(
 
 /// Every (name, value) pair, in a stable order.
 fn collect(d: &ffi::rte_eth_dev_data) -> Vec<(String, u64)> {
-    crate::queues::settle_tx(d);
+    crate::control::queues::settle_tx(d);
     let mut out = Vec::new();
     for (i, q) in queues::<RxQueue>(d.rx_queues, d.nb_rx_queues) {
         for (name, f) in RX {

@@ -10,9 +10,9 @@
 //! primary hands every secondary the new device's fd to map before it
 //! reopens the gates.
 
+use crate::control::mr::Region;
+use crate::control::port::Port;
 use crate::ffi;
-use crate::mr::Region;
-use crate::port::Port;
 use ::log::{error, info, warn};
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -216,7 +216,7 @@ unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_v
     match (p.kind, primary_port(p.port_id)) {
         (PORTS, _) => {
             let device = p.device.as_str();
-            out.len = (1..=crate::devargs::MAX_MACS as u32)
+            out.len = (1..=crate::hw::sysfs::MAX_PORTS as u32)
                 .filter(|&ib| {
                     port_by_name(&port_name(device, ib))
                         .and_then(primary_port)
@@ -439,7 +439,7 @@ pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int 
     }
     let mut attached = 0;
     let mut failed = 0;
-    for ib_port in (1..=crate::devargs::MAX_MACS as u32).filter(|&ib| ports & 1 << ib != 0) {
+    for ib_port in (1..=crate::hw::sysfs::MAX_PORTS as u32).filter(|&ib| ports & 1 << ib != 0) {
         let port_name = port_name(name, ib_port);
         if port_by_name(&port_name).is_some() {
             // Probed again (the primary attached another port of the

@@ -8,7 +8,7 @@
 //! registry lock once and registers the buffer's pages.
 
 use crate::ffi;
-use crate::verbs::{Mr, Pd};
+use crate::hw::verbs::{Mr, Pd};
 use ::log::{debug, warn};
 use std::ffi::c_void;
 
@@ -74,7 +74,7 @@ impl Cache {
         if let Some(k) = self.lookup(addr, len) {
             return Some(k);
         }
-        let r = crate::queues::register_memory(port_id, addr, len)?;
+        let r = crate::control::queues::register_memory(port_id, addr, len)?;
         self.insert(r);
         Some(r.lkey)
     }

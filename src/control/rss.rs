@@ -1,8 +1,8 @@
 //! RSS configuration: the Toeplitz key, the hash types, and the 64-entry
 //! redirection table, kept across stop/start and device resets.
 
-use crate::consts::*;
 use crate::ffi;
+use crate::ffi::consts::*;
 
 pub const RETA_SIZE: usize = 64;
 

@@ -212,7 +212,7 @@ fn classify(owner: u8, lap: u32) -> CqeState {
 /// doorbell page, after making the WQEs visible to the device.
 #[inline(always)]
 pub fn doorbell(port_id: u16, offset: usize, value: u64) {
-    let page = crate::mp::doorbell_page(port_id);
+    let page = crate::control::mp::doorbell_page(port_id);
     // The doorbell page is write-combining: order the ring stores first.
     #[cfg(target_arch = "x86_64")]
     // SAFETY: sfence has no preconditions.

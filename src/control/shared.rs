@@ -3,9 +3,9 @@
 //! queries (device info, firmware version, RSS key, hash types and
 //! redirection table) from it, as the primary does, with no IPC.
 
+use crate::control::port::Limits;
+use crate::control::rss::{Rss, RETA_SIZE};
 use crate::ffi;
-use crate::port::Limits;
-use crate::rss::{Rss, RETA_SIZE};
 use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 const FW_LEN: usize = 64;
