@@ -2,12 +2,14 @@
 //! rx queue interrupts (CQ arming plus completion channels) for
 //! `l3fwd-power`-style applications.
 
+use crate::control::error::{self, Error};
 use crate::control::port::Port;
-use crate::ffi::{self, rte_eth_dev};
+use crate::ffi;
 use ::log::{error, warn};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 const INSTANCE_F_SHARED: u32 = 1;
 
@@ -63,8 +65,8 @@ impl Intr {
         self.handle
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Registration> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Registration> {
+        self.state.lock()
     }
 }
 
@@ -171,12 +173,10 @@ unsafe extern "C" fn release(_eal_copy: *mut ffi::rte_intr_handle, arg: *mut c_v
 /// Waits (bounded) until a deferred removal has run, so the old context's
 /// fd is no longer watched when the context is closed.
 pub fn wait_released(port: &Port) {
-    let st = port.intr.lock();
-    let _st = port
-        .intr
+    let mut st = port.intr.lock();
+    port.intr
         .released
-        .wait_timeout_while(st, std::time::Duration::from_secs(5), |s| s.pending)
-        .unwrap_or_else(|e| e.into_inner());
+        .wait_while_for(&mut st, |s| s.pending, std::time::Duration::from_secs(5));
 }
 
 /// EAL interrupt thread: drain the device's async events.
@@ -218,7 +218,7 @@ pub fn enable_rx_vectors(port: &Port, channel_fds: &[c_int]) -> Result<(), c_int
     let n = channel_fds
         .len()
         .min(ffi::RTE_MAX_RXTX_INTR_VEC_ID as usize);
-    let mut epfds = port.rx_epfds.lock().unwrap_or_else(|e| e.into_inner());
+    let mut epfds = port.rx_epfds.lock();
     while epfds.len() < n {
         // SAFETY: creates a descriptor the port owns.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -270,44 +270,43 @@ pub fn disable_rx_vectors(port: &Port) {
 
 /// Closes the rx interrupt epoll fds (port close).
 pub fn close_rx_fds(port: &Port) {
-    for fd in port
-        .rx_epfds
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .drain(..)
-    {
+    for fd in port.rx_epfds.lock().drain(..) {
         // SAFETY: our own descriptor.
         unsafe { libc::close(fd) };
     }
 }
 
-/// Arms the queue's CQ: the device signals the completion channel on the
-/// next completion.
-pub unsafe extern "C" fn rx_queue_intr_enable(dev: *mut rte_eth_dev, qid: u16) -> c_int {
-    // SAFETY: a live ethdev of ours.
-    let (port, d) = unsafe { (Port::of(dev), &*(*dev).data) };
-    let ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-    if !ctrl.started || d.dev_conf.intr_conf.rxq() == 0 {
-        return -libc::EINVAL;
+/// `rx_queue_intr_enable`: arms the queue's CQ, so the device signals the
+/// completion channel on the next completion.
+pub fn arm_rx(port: &Port, qid: u16) -> error::Result<()> {
+    let ctrl = port.ctrl.lock();
+    if !ctrl.started || port.data().dev_conf.intr_conf.rxq() == 0 {
+        return Err(Error::invalid(format!(
+            "rx queue {qid}: interrupts need a started port configured with intr_conf.rxq"
+        )));
     }
     if ctrl.running.is_none() {
-        // Recovering: the queues have no device objects to arm; the
-        // application polls again after RTE_ETH_EVENT_RECOVERY_SUCCESS.
-        return -libc::EBUSY;
+        // Recovering: the queues have no device objects to arm.
+        return Err(Error::retry_later(
+            "recovering from a device reset: poll, and arm again after RTE_ETH_EVENT_RECOVERY_SUCCESS",
+        ));
     }
-    // SAFETY: started queues exist; their device objects stay while we hold
-    // the control lock (teardown takes them under it).
-    let q =
-        unsafe { &*(*d.rx_queues.add(usize::from(qid)) as *const crate::dataplane::rxq::RxQueue) };
-    q.arm();
-    0
+    let q = ctrl
+        .rx
+        .get(usize::from(qid))
+        .ok_or_else(|| Error::invalid(format!("rx queue {qid} is not set up")))?;
+    if !q.arm() {
+        return Err(Error::retry_later(format!(
+            "rx queue {qid} is stopped, or a burst runs on it: arm it from the lcore that polls it"
+        )));
+    }
+    Ok(())
 }
 
-/// Consumes the queue's pending completion event; `-EAGAIN` if none.
-pub unsafe extern "C" fn rx_queue_intr_disable(dev: *mut rte_eth_dev, qid: u16) -> c_int {
-    // SAFETY: a live ethdev of ours.
-    let port = unsafe { Port::of(dev) };
-    let ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+/// `rx_queue_intr_disable`: consumes the queue's pending completion event;
+/// `-EAGAIN` if none came.
+pub fn take_rx_event(port: &Port, qid: u16) -> c_int {
+    let ctrl = port.ctrl.lock();
     match ctrl
         .running
         .as_ref()

@@ -2,8 +2,10 @@
 //! construction on the device, memory registration, interrupts, device
 //! reset recovery, and multi-process support.
 
+pub mod error;
 pub mod handoff;
 pub mod intr;
+pub mod lifecycle;
 pub mod mp;
 pub mod mr;
 pub mod port;

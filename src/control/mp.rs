@@ -10,13 +10,14 @@
 //! primary hands every secondary the new device's fd to map before it
 //! reopens the gates.
 
-use crate::control::mr::Region;
 use crate::control::port::Port;
+use crate::dataplane::mr_cache::Region;
 use crate::ffi;
+use crate::hw::doorbell;
 use ::log::{error, info, warn};
+use parking_lot::Mutex;
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::Once;
 
 const MP_NAME: &CStr = c"net_mana_mp";
 const TIMEOUT_S: i64 = 5;
@@ -85,21 +86,6 @@ pub fn port_by_name(name: &str) -> Option<u16> {
     (unsafe { ffi::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut id) } == 0).then_some(id)
 }
 
-/// This process's doorbell page of each port (its own mapping).
-static DOORBELLS: [AtomicPtr<u8>; ffi::RTE_MAX_ETHPORTS as usize] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; ffi::RTE_MAX_ETHPORTS as usize];
-
-/// The doorbell page the data path of `port_id` writes to in this process.
-#[inline(always)]
-pub fn doorbell_page(port_id: u16) -> *mut u8 {
-    DOORBELLS[usize::from(port_id)].load(Ordering::Relaxed)
-}
-
-/// The primary's page of a port (libmana's mapping of its context).
-pub fn set_doorbell_page(port_id: u16, page: *mut u8) {
-    DOORBELLS[usize::from(port_id)].store(page, Ordering::Release);
-}
-
 fn is_primary() -> bool {
     // SAFETY: FFI query.
     unsafe { ffi::rte_eal_process_type() == ffi::RTE_PROC_PRIMARY }
@@ -137,7 +123,7 @@ static IPC: Mutex<()> = Mutex::new(());
 /// Sends a request and returns the replies; an error when it could not be
 /// sent, or when a peer it was sent to did not answer in time.
 fn request(req: &mut ffi::rte_mp_msg) -> Result<Vec<ffi::rte_mp_msg>, String> {
-    let _one = IPC.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = IPC.lock();
     let mut reply = ffi::rte_mp_reply::default();
     let ts = ffi::timespec {
         tv_sec: TIMEOUT_S,
@@ -187,23 +173,6 @@ pub fn init_primary() {
     ONCE.call_once(|| register_action(primary_handler));
 }
 
-/// The primary's port of a port id, if it is one of ours.
-fn primary_port<'a>(port_id: u16) -> Option<&'a Port> {
-    if u32::from(port_id) >= ffi::RTE_MAX_ETHPORTS {
-        return None;
-    }
-    // SAFETY: rte_eth_devices has RTE_MAX_ETHPORTS entries; ours carry a
-    // Port in process_private while they exist.
-    unsafe {
-        let dev =
-            (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(usize::from(port_id));
-        if !std::ptr::eq((*dev).dev_ops, &crate::ethdev::OPS) || (*dev).process_private.is_null() {
-            return None;
-        }
-        Some(&*((*dev).process_private as *const Port))
-    }
-}
-
 unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_void) -> c_int {
     // SAFETY: EAL passes a valid message.
     let Some(p) = param(unsafe { &*m }) else {
@@ -211,21 +180,22 @@ unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_v
     };
     let mut out = p;
     let mut fd = None;
+    let port = Port::lookup(p.port_id);
     // Held until the reply is sent: the fd in it stays open until then.
     let mut _source = None;
-    match (p.kind, primary_port(p.port_id)) {
+    match (p.kind, port.as_deref()) {
         (PORTS, _) => {
             let device = p.device.as_str();
             out.len = (1..=crate::hw::sysfs::MAX_PORTS as u32)
                 .filter(|&ib| {
                     port_by_name(&port_name(device, ib))
-                        .and_then(primary_port)
+                        .and_then(Port::lookup)
                         .is_some()
                 })
                 .fold(0, |mask, ib| mask | 1 << ib);
         }
         (DOORBELL_FD, Some(port)) => {
-            let src = port.doorbell.lock().unwrap_or_else(|e| e.into_inner());
+            let src = port.doorbell.lock();
             out.generation = src.generation;
             if src.fd < 0 {
                 // Between contexts (a reset): the new page comes with REMAP.
@@ -236,7 +206,7 @@ unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_v
             _source = Some(src);
         }
         (REGISTER, Some(port)) => {
-            let mut reg = port.mr.lock().unwrap_or_else(|e| e.into_inner());
+            let mut reg = port.mr.lock();
             match reg.register(p.addr as usize, p.len as usize) {
                 Some(r) => {
                     out.region = [r.start as u64, r.end as u64];
@@ -261,7 +231,7 @@ unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_v
 /// doorbell page before the gates reopen. An error names what failed: a
 /// secondary left on the old page would ring doorbells nobody hears.
 pub fn remap_secondaries(port: &Port) -> Result<(), String> {
-    let src = *port.doorbell.lock().unwrap_or_else(|e| e.into_inner());
+    let src = *port.doorbell.lock();
     if src.fd < 0 || !is_primary() {
         return Ok(());
     }
@@ -312,7 +282,7 @@ fn map_page(fd: c_int) -> Option<*mut u8> {
     (p != libc::MAP_FAILED).then_some(p as *mut u8)
 }
 
-/// The generation of the page each port's entry in [`DOORBELLS`] maps, in
+/// The generation of the page each port's entry in the doorbell table maps, in
 /// a secondary. Changes only under this lock.
 static SECONDARY_GENERATIONS: Mutex<[u64; ffi::RTE_MAX_ETHPORTS as usize]> =
     Mutex::new([0; ffi::RTE_MAX_ETHPORTS as usize]);
@@ -321,16 +291,14 @@ static SECONDARY_GENERATIONS: Mutex<[u64; ffi::RTE_MAX_ETHPORTS as usize]> =
 /// mapped already (a REMAP and an attach's DOORBELL_FD answer may arrive in
 /// either order). Bursts are gated while the primary hands out pages.
 fn install_page(port_id: u16, fd: c_int, generation: u64) -> Result<(), c_int> {
-    let mut gens = SECONDARY_GENERATIONS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut gens = SECONDARY_GENERATIONS.lock();
     let i = usize::from(port_id);
     if generation < gens[i] {
         return Ok(());
     }
     let page = map_page(fd).ok_or(-libc::ENOMEM)?;
     gens[i] = generation;
-    let old = DOORBELLS[i].swap(page, Ordering::AcqRel);
+    let old = doorbell::set_page(port_id, page);
     if !old.is_null() {
         // SAFETY: our previous mapping of this port's page; no burst uses it:
         // the primary hands out pages with every gate of the port closed,
@@ -415,8 +383,13 @@ fn fetch_page(port_id: u16, port_name: &str) -> Result<(), String> {
 
 /// Secondary probe: attaches to every port of the device the primary
 /// created, maps its doorbell page, and installs the burst functions.
-pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int {
+pub fn attach_secondary(
+    pci_dev: &mut ffi::rte_pci_device,
+    name: &str,
+    ops: &'static ffi::eth_dev_ops,
+) -> c_int {
     static ONCE: Once = Once::new();
+    crate::dataplane::mr_cache::set_register_hook(crate::control::mr::register_memory);
     // Registered before any page is asked for, so no REMAP is missed.
     ONCE.call_once(|| register_action(secondary_handler));
     // A secondary starts with no valid port, so it cannot look the
@@ -467,8 +440,8 @@ pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int 
         // SAFETY: the port is ours to set up before probing_finish.
         unsafe {
             (*dev).device = &mut pci_dev.device;
-            (*dev).dev_ops = &crate::ethdev::SECONDARY_OPS;
-            crate::ethdev::set_burst_running(dev);
+            (*dev).dev_ops = ops;
+            crate::control::port::install_bursts(dev, true);
             ffi::rte_eth_dev_probing_finish(dev);
         }
         info!("{port_name}: attached in a secondary process as port {port_id}");
@@ -483,11 +456,9 @@ pub fn attach_secondary(pci_dev: &mut ffi::rte_pci_device, name: &str) -> c_int 
 
 /// Secondary `dev_close`: drops this process's doorbell mapping.
 pub fn detach_secondary(port_id: u16) {
-    let mut gens = SECONDARY_GENERATIONS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut gens = SECONDARY_GENERATIONS.lock();
     gens[usize::from(port_id)] = 0;
-    let old = DOORBELLS[usize::from(port_id)].swap(std::ptr::null_mut(), Ordering::AcqRel);
+    let old = doorbell::set_page(port_id, std::ptr::null_mut());
     if !old.is_null() && !is_primary() {
         // SAFETY: our own mapping; the port is closed, so no burst uses it.
         unsafe { libc::munmap(old as *mut c_void, PAGE) };

@@ -7,96 +7,12 @@
 //! external buffer, a pool created before the callback) takes the port's
 //! registry lock once and registers the buffer's pages.
 
+use crate::control::port::{Device, Port};
+use crate::dataplane::mr_cache::Region;
 use crate::ffi;
 use crate::hw::verbs::{Mr, Pd};
 use ::log::{debug, warn};
 use std::ffi::c_void;
-
-/// A registered range as the data path sees it.
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-#[repr(C)]
-pub struct Region {
-    pub start: usize,
-    pub end: usize,
-    pub lkey: u32,
-}
-
-impl Region {
-    #[inline(always)]
-    fn covers(&self, addr: usize, len: usize) -> bool {
-        addr >= self.start && addr.wrapping_add(len) <= self.end
-    }
-}
-
-/// Per-queue lookup cache, most recently used first. Lives in the queue
-/// (shared memory), so lkeys are the same in every process.
-#[repr(C)]
-pub struct Cache {
-    entries: [Region; Cache::SIZE],
-    len: u32,
-}
-
-impl Cache {
-    pub const SIZE: usize = 8;
-
-    pub const fn new() -> Cache {
-        Cache {
-            entries: [Region {
-                start: 0,
-                end: 0,
-                lkey: 0,
-            }; Cache::SIZE],
-            len: 0,
-        }
-    }
-
-    #[inline(always)]
-    pub fn lookup(&mut self, addr: usize, len: usize) -> Option<u32> {
-        let n = self.len as usize;
-        if n > 0 && self.entries[0].covers(addr, len) {
-            return Some(self.entries[0].lkey);
-        }
-        for i in 1..n.min(Self::SIZE) {
-            if self.entries[i].covers(addr, len) {
-                let hit = self.entries[i];
-                self.entries.copy_within(0..i, 1);
-                self.entries[0] = hit;
-                return Some(hit.lkey);
-            }
-        }
-        None
-    }
-
-    /// The lkey covering `[addr, addr + len)`: cached, else registered with
-    /// the port (in the primary process) and cached.
-    #[inline(always)]
-    pub fn lkey(&mut self, port_id: u16, addr: usize, len: usize) -> Option<u32> {
-        if let Some(k) = self.lookup(addr, len) {
-            return Some(k);
-        }
-        let r = crate::control::queues::register_memory(port_id, addr, len)?;
-        self.insert(r);
-        Some(r.lkey)
-    }
-
-    /// Forgets every entry (the registrations are gone with the device).
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    pub fn insert(&mut self, r: Region) {
-        let n = (self.len as usize).min(Self::SIZE - 1);
-        self.entries.copy_within(0..n, 1);
-        self.entries[0] = r;
-        self.len = (n + 1) as u32;
-    }
-}
-
-impl Default for Cache {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// Page-aligned `[start, end)` around `[addr, addr + len)`.
 fn page_span(addr: usize, len: usize) -> (usize, usize) {
@@ -212,6 +128,39 @@ impl Registry {
     }
 }
 
+/// Registers every mempool's memory on the device's PD, so the data path
+/// only ever looks up its per-queue cache.
+pub fn register_all_pools(p: &Port, dev: &Device) {
+    let mut reg = p.mr.lock();
+    reg.attach(&dev.pd, p.limits.max_mr_size);
+    // SAFETY: walks the process's mempools synchronously; the callback
+    // gets the registry we hold locked.
+    unsafe {
+        ffi::rte_mempool_walk(
+            Some(register_pool),
+            &mut *reg as *mut Registry as *mut c_void,
+        )
+    };
+}
+
+unsafe extern "C" fn register_pool(mp: *mut ffi::rte_mempool, arg: *mut c_void) {
+    // SAFETY: `arg` is the locked registry `register_all_pools` passed, for
+    // the duration of the walk.
+    let reg = unsafe { &mut *(arg as *mut Registry) };
+    reg.register_mempool(mp);
+}
+
+/// The data path's registration hook (see `dataplane::mr_cache`): finds or
+/// creates a registration covering `[addr, addr + len)` on the port's
+/// device, through the primary when this process is a secondary.
+pub fn register_memory(port_id: u16, addr: usize, len: usize) -> Option<Region> {
+    // SAFETY: FFI query.
+    if unsafe { ffi::rte_eal_process_type() } != ffi::RTE_PROC_PRIMARY {
+        return crate::control::mp::register_remote(port_id, addr, len);
+    }
+    Port::lookup(port_id)?.mr.lock().register(addr, len)
+}
+
 impl Default for Registry {
     fn default() -> Self {
         Self::new()
@@ -221,24 +170,6 @@ impl Default for Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cache_keeps_the_most_recent_region_first_and_evicts_the_oldest() {
-        let mut c = Cache::new();
-        assert_eq!(c.lookup(100, 10), None);
-        for i in 0..10usize {
-            c.insert(Region {
-                start: i * 1000,
-                end: i * 1000 + 1000,
-                lkey: i as u32,
-            });
-        }
-        assert_eq!(c.lookup(9500, 100), Some(9));
-        assert_eq!(c.lookup(2500, 100), Some(2));
-        assert_eq!(c.entries[0].lkey, 2);
-        assert_eq!(c.lookup(500, 10), None, "evicted");
-        assert_eq!(c.lookup(2990, 20), None, "crosses the region end");
-    }
 
     #[test]
     fn page_spans_cover_the_buffer() {

@@ -1,20 +1,28 @@
-//! One ethdev per MANA port: creation at probe, the process-local control
-//! state behind `eth_dev->process_private`, and removal.
+//! One ethdev per MANA port: creation at probe, the process-local state
+//! behind `eth_dev->process_private` (control state and its lock, memory
+//! registrations, interrupts, reset state), lookup by port id, and removal.
 
+use crate::control::error::{Error, Result};
+use crate::control::queues::QueueSet;
+use crate::control::rss::Rss;
 use crate::control::shared::Shared;
-use crate::ethdev;
-use crate::ffi;
-use crate::hw::sysfs::PortNetdev;
+use crate::dataplane::queue::ControlToken;
+use crate::dataplane::rxq::{self, RxQueue};
+use crate::dataplane::tx_prepare;
+use crate::dataplane::txq::{self, TxQueue};
+use crate::ffi::{self, compat};
+use crate::hw::sysfs::{PciAddr, PortNetdev};
 use crate::hw::verbs::{Context, DeviceInfo, DeviceList, Pd};
 use ::log::{error, info};
+use parking_lot::Mutex;
 use std::ffi::{c_int, c_void, CString};
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What probe found for one port.
 pub struct PortSpec {
     pub name: String,
-    pub pci: crate::hw::sysfs::PciAddr,
+    pub pci: PciAddr,
     pub ib_index: usize,
     pub ib: DeviceInfo,
     pub ib_port: u32,
@@ -65,30 +73,40 @@ impl Device {
     }
 }
 
-/// Process-local state of a port in the primary process.
-pub struct Port {
-    pub eth_dev: *mut ffi::rte_eth_dev,
-    pub port_id: u16,
-    pub name: String,
-    pub ib: DeviceInfo,
-    pub ib_port: u32,
-    pub netdev: PortNetdev,
-    pub limits: Limits,
-    pub numa: c_int,
-    /// Serialises control operations on this port.
-    pub ctrl: Mutex<ethdev::Ctrl>,
-    /// Memory registrations, also reached from the data path on a cache miss.
-    pub mr: Mutex<crate::control::mr::Registry>,
-    /// The open device context, for the interrupt thread (null while none).
-    /// Set only through [`Port::set_ctx`].
-    pub ctx: AtomicPtr<ffi::ibv_context>,
-    /// What secondaries map their doorbell page from (see `mp`).
-    pub doorbell: Mutex<DoorbellSource>,
-    pub intr: crate::control::intr::Intr,
-    /// Per-queue epoll fds standing in for the completion channels.
-    pub rx_epfds: Mutex<Vec<c_int>>,
-    pub pci: crate::hw::sysfs::PciAddr,
-    pub reset: crate::control::reset::Reset,
+/// Control state of a port, under `Port::ctrl`. Everything control code
+/// changes lives here, so holding the lock is holding the right to change.
+pub struct Ctrl {
+    /// The verbs device; `None` while a reset replaces it.
+    pub dev: Option<Device>,
+    pub rss: Rss,
+    /// The application wants the port started (kept across resets).
+    pub started: bool,
+    pub running: Option<crate::control::queues::Running>,
+    /// Bumped by every queue setup or release, so the reset path can tell
+    /// whether the queues it planned for are still the same.
+    pub generation: u64,
+    pub rx: QueueSet<RxQueue>,
+    pub tx: QueueSet<TxQueue>,
+    /// Lets control code reach the burst state of a queue whose gate is
+    /// closed (see `dataplane::queue`).
+    pub token: ControlToken,
+}
+
+impl Ctrl {
+    fn new(dev: Device) -> Ctrl {
+        Ctrl {
+            dev: Some(dev),
+            rss: Rss::new(),
+            started: false,
+            running: None,
+            generation: 0,
+            rx: QueueSet::new(),
+            tx: QueueSet::new(),
+            // SAFETY: one token per port, inside its control state, which
+            // only the control lock reaches.
+            token: unsafe { ControlToken::new() },
+        }
+    }
 }
 
 /// The uverbs fd whose first page is the current context's doorbell page,
@@ -101,25 +119,63 @@ pub struct DoorbellSource {
     pub generation: u64,
 }
 
-// SAFETY: the raw eth_dev pointer refers to DPDK's static device array.
+/// Process-local state of a port in the primary process.
+pub struct Port {
+    pub eth_dev: *mut ffi::rte_eth_dev,
+    pub port_id: u16,
+    pub name: String,
+    pub ib: DeviceInfo,
+    pub ib_port: u32,
+    pub netdev: PortNetdev,
+    pub limits: Limits,
+    pub numa: c_int,
+    pub pci: PciAddr,
+    /// Serialises control operations on this port.
+    pub ctrl: Mutex<Ctrl>,
+    /// Memory registrations, also reached from the data path on a cache miss.
+    pub mr: Mutex<crate::control::mr::Registry>,
+    /// The open device context, for the interrupt thread (null while none).
+    /// Set only through [`Port::set_ctx`].
+    pub ctx: AtomicPtr<ffi::ibv_context>,
+    /// What secondaries map their doorbell page from (see `mp`).
+    pub doorbell: Mutex<DoorbellSource>,
+    pub intr: crate::control::intr::Intr,
+    /// Per-queue epoll fds standing in for the completion channels.
+    pub rx_epfds: Mutex<Vec<c_int>>,
+    pub reset: crate::control::reset::Reset,
+}
+
+// SAFETY: the raw eth_dev pointer refers to DPDK's static device array,
+// which outlives the port; everything else is owned or behind locks.
 unsafe impl Send for Port {}
+// SAFETY: as for Send: shared access goes through locks and atomics.
 unsafe impl Sync for Port {}
 
+/// The ports this process created, by port id: how driver threads and IPC
+/// handlers find a port, and tell that a port id is one of ours.
+static PORTS: Mutex<Vec<Option<Arc<Port>>>> = Mutex::new(Vec::new());
+
 impl Port {
-    /// The port behind an ethdev created by this driver.
+    /// The port behind an ethdev of this driver (inside its ops).
     ///
     /// # Safety
-    /// `dev` must be a live ethdev whose `process_private` was set by [`create`].
+    /// `dev` is a live ethdev whose `process_private` was set by [`create`].
     pub unsafe fn of<'a>(dev: *mut ffi::rte_eth_dev) -> &'a Port {
-        // SAFETY: per the contract above (an `Arc<Port>` leaked into the ethdev).
+        // SAFETY: the caller gives us one of our live ethdevs, whose
+        // process_private holds a reference to its Port until close.
         unsafe { &*((*dev).process_private as *const Port) }
+    }
+
+    /// Our port with id `port_id`, if this process created one.
+    pub fn lookup(port_id: u16) -> Option<Arc<Port>> {
+        PORTS.lock().get(usize::from(port_id))?.clone()
     }
 
     /// Publishes the port's device context (null: none). The doorbell
     /// source changes under its lock, so a secondary's request being
     /// answered finishes sending the old fd before the caller may close it.
     pub fn set_ctx(&self, ctx: *mut ffi::ibv_context) {
-        let mut src = self.doorbell.lock().unwrap_or_else(|e| e.into_inner());
+        let mut src = self.doorbell.lock();
         self.ctx.store(ctx, Ordering::Release);
         if ctx.is_null() {
             src.fd = -1;
@@ -131,17 +187,82 @@ impl Port {
         }
     }
 
+    /// The port's ethdev data (shared memory, written by ethdev and us).
     pub fn data(&self) -> &ffi::rte_eth_dev_data {
-        // SAFETY: `data` is set by rte_eth_dev_allocate and lives as long as the port.
+        // SAFETY: `data` is set by rte_eth_dev_allocate and lives as long as
+        // the port; reading it through a shared reference is what every
+        // process does.
         unsafe { &*(*self.eth_dev).data }
+    }
+
+    /// The port's ethdev data for writing the few fields the driver owns
+    /// (queue states, rx offloads at configure), under the control lock.
+    pub fn data_ptr(&self) -> *mut ffi::rte_eth_dev_data {
+        // SAFETY: reading the data pointer of our live ethdev.
+        unsafe { (*self.eth_dev).data }
+    }
+
+    pub fn shared(&self) -> &Shared {
+        Shared::of(self.data())
     }
 }
 
-pub(crate) fn create(
+/// Burst functions while the port is stopped.
+unsafe extern "C" fn burst_stopped(_q: *mut c_void, _p: *mut *mut ffi::rte_mbuf, _n: u16) -> u16 {
+    0
+}
+
+/// Points the ethdev's burst functions at the data path (`running`) or at
+/// functions that return 0. netvsc and fail-safe read these fields directly.
+///
+/// # Safety
+/// `dev` is a live ethdev of this driver.
+pub unsafe fn install_bursts(dev: *mut ffi::rte_eth_dev, running: bool) {
+    // SAFETY: the caller gives us a live ethdev of ours; these fields are
+    // plain function pointers ethdev reads at each burst.
+    unsafe {
+        if running {
+            (*dev).rx_pkt_burst = Some(rxq::rx_burst);
+            (*dev).tx_pkt_burst = Some(txq::tx_burst);
+            (*dev).tx_pkt_prepare = Some(tx_prepare::tx_prepare);
+            (*dev).rx_queue_count = compat::rx_queue_count_op!(rxq::rx_queue_count);
+            (*dev).rx_descriptor_status = Some(rxq::rx_descriptor_status);
+            (*dev).tx_descriptor_status = Some(txq::tx_descriptor_status);
+        } else {
+            (*dev).rx_pkt_burst = Some(burst_stopped);
+            (*dev).tx_pkt_burst = Some(burst_stopped);
+            (*dev).tx_pkt_prepare = None;
+        }
+    }
+}
+
+/// Undoes a port creation that did not finish (drop while armed).
+struct Unwind {
+    eth_dev: *mut ffi::rte_eth_dev,
+    armed: bool,
+}
+
+impl Drop for Unwind {
+    fn drop(&mut self) {
+        if self.armed {
+            // SAFETY: the ethdev was allocated by `create` and never
+            // published; freeing its private state (if set) and releasing
+            // it (which frees mac_addrs and dev_private) leaves nothing.
+            unsafe {
+                free_private(self.eth_dev);
+                ffi::rte_eth_dev_release_port(self.eth_dev);
+            }
+        }
+    }
+}
+
+/// Creates the ethdev of one port with `ops`, and publishes it.
+pub fn create(
     pci_dev: &mut ffi::rte_pci_device,
     list: &DeviceList,
     spec: PortSpec,
-) -> Result<(), c_int> {
+    ops: &'static ffi::eth_dev_ops,
+) -> Result<()> {
     let PortSpec {
         name,
         pci,
@@ -151,17 +272,20 @@ pub(crate) fn create(
         netdev,
         attr,
     } = spec;
-    let device = Device::open(list, ib_index, ib_port).map_err(|e| {
-        error!("{name}: {e}");
-        e.neg()
-    })?;
-    let cname = CString::new(name.clone()).map_err(|_| -libc::EINVAL)?;
+    let device = Device::open(list, ib_index, ib_port)?;
+    let cname = CString::new(name.clone()).map_err(|_| Error::invalid("NUL in the port name"))?;
     // SAFETY: `cname` is a valid string; returns NULL if the name is taken.
     let eth_dev = unsafe { ffi::rte_eth_dev_allocate(cname.as_ptr()) };
     if eth_dev.is_null() {
-        error!("{name}: rte_eth_dev_allocate failed (name in use, or RTE_MAX_ETHPORTS reached)");
-        return Err(-libc::ENOMEM);
+        return Err(Error::new(
+            libc::ENOMEM,
+            "rte_eth_dev_allocate failed (name in use, or RTE_MAX_ETHPORTS reached)",
+        ));
     }
+    let mut unwind = Unwind {
+        eth_dev,
+        armed: true,
+    };
     // SAFETY: a freshly allocated ethdev and the probing PCI device.
     let numa = unsafe {
         ffi::mana_shim_copy_pci_info(eth_dev, pci_dev);
@@ -171,9 +295,10 @@ pub(crate) fn create(
     // SAFETY: ethdev frees mac_addrs with rte_free at release.
     let mac = unsafe { ffi::rte_zmalloc(c"mana_mac".as_ptr(), 6, 0) } as *mut ffi::rte_ether_addr;
     if mac.is_null() {
-        // SAFETY: releasing the port we just allocated.
-        unsafe { ffi::rte_eth_dev_release_port(eth_dev) };
-        return Err(-libc::ENOMEM);
+        return Err(Error::new(
+            libc::ENOMEM,
+            "out of memory for the MAC address",
+        ));
     }
     // SAFETY: `mac` points to 6 zeroed bytes; `data` is the port's data.
     let port_id = unsafe {
@@ -182,25 +307,19 @@ pub(crate) fn create(
         (*(*eth_dev).data).port_id
     };
     let ctx = device.ctx.as_ptr();
-    let intr = match crate::control::intr::Intr::new() {
-        Ok(i) => i,
-        Err(e) => {
-            error!("{name}: cannot allocate an interrupt handle");
-            // SAFETY: releasing the port allocated above (frees mac_addrs).
-            unsafe { ffi::rte_eth_dev_release_port(eth_dev) };
-            return Err(e);
-        }
-    };
+    let intr = crate::control::intr::Intr::new()
+        .map_err(|e| Error::new(-e, "cannot allocate an interrupt handle"))?;
     let port = Arc::new(Port {
         eth_dev,
         port_id,
-        name: name.clone(),
+        name,
         ib,
         ib_port,
         netdev,
         limits: Limits::from_attr(&attr),
         numa,
-        ctrl: Mutex::new(ethdev::Ctrl::new(device)),
+        pci,
+        ctrl: Mutex::new(Ctrl::new(device)),
         mr: Mutex::new(crate::control::mr::Registry::new()),
         ctx: AtomicPtr::new(std::ptr::null_mut()),
         doorbell: Mutex::new(DoorbellSource {
@@ -209,32 +328,21 @@ pub(crate) fn create(
         }),
         intr,
         rx_epfds: Mutex::new(Vec::new()),
-        pci,
         reset: crate::control::reset::Reset::new(),
     });
     port.set_ctx(ctx);
     // SAFETY: the ethdev is ours until probing_finish publishes it.
     unsafe {
         (*eth_dev).process_private = Arc::into_raw(port.clone()) as *mut c_void;
-        (*eth_dev).dev_ops = &ethdev::OPS;
+        (*eth_dev).dev_ops = ops;
         (*eth_dev).intr_handle = port.intr.handle();
-        ethdev::set_burst_stopped(eth_dev);
+        install_bursts(eth_dev, false);
     }
-    if let Err(e) = crate::control::intr::install(&port) {
-        error!("{name}: cannot install the device event handler: {e}");
-        // SAFETY: undoing the allocation above.
-        unsafe {
-            free_private(eth_dev);
-            ffi::rte_eth_dev_release_port(eth_dev);
-        }
-        return Err(e);
-    }
+    crate::control::intr::install(&port)
+        .map_err(|e| Error::new(-e, "cannot install the device event handler"))?;
     let mut limits = port.limits;
-    {
-        let ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(dev) = ctrl.dev.as_ref() {
-            limits.max_desc = crate::control::queues::probe_max_desc(&port, dev);
-        }
+    if let Some(dev) = port.ctrl.lock().dev.as_ref() {
+        limits.max_desc = crate::control::queues::probe_max_desc(&port, dev);
     }
     // SAFETY: ethdev frees dev_private with rte_free at release.
     let shared = unsafe {
@@ -246,22 +354,21 @@ pub(crate) fn create(
         )
     } as *mut Shared;
     if shared.is_null() {
-        error!("{name}: out of memory");
-        // SAFETY: undoing the allocation above.
-        unsafe {
-            free_private(eth_dev);
-            ffi::rte_eth_dev_release_port(eth_dev);
-        }
-        return Err(-libc::ENOMEM);
+        return Err(Error::new(
+            libc::ENOMEM,
+            "out of memory for the shared port data",
+        ));
     }
     Shared::init(shared, limits);
     // SAFETY: initialised just above; the port is not published yet.
     unsafe { (*(*eth_dev).data).dev_private = shared as *mut c_void };
-    let sh = Shared::of(port.data());
-    sh.set_fw_version(&fw_version(&attr));
-    sh.set_rss(&port.ctrl.lock().unwrap_or_else(|e| e.into_inner()).rss);
+    port.shared().set_fw_version(&fw_version(&attr));
+    port.shared().set_rss(&port.ctrl.lock().rss);
     crate::control::mp::init_primary();
+    crate::dataplane::mr_cache::set_register_hook(crate::control::mr::register_memory);
     crate::control::reset::watch_removal(&port);
+    register(&port);
+    unwind.armed = false;
     // SAFETY: publishes the port to applications.
     unsafe { ffi::rte_eth_dev_probing_finish(eth_dev) };
     let p = &port;
@@ -272,22 +379,38 @@ pub(crate) fn create(
     Ok(())
 }
 
+fn register(port: &Arc<Port>) {
+    let mut ports = PORTS.lock();
+    let i = usize::from(port.port_id);
+    if ports.len() <= i {
+        ports.resize(i + 1, None);
+    }
+    ports[i] = Some(port.clone());
+}
+
 /// Drops the process-local state of a port: the event handler first (it
-/// holds its own reference), then the ethdev's reference.
+/// holds its own reference), then the registry's and the ethdev's.
 ///
 /// # Safety
 /// `eth_dev` was created by [`create`]; ethdev releases it afterwards.
-pub(crate) unsafe fn free_private(eth_dev: *mut ffi::rte_eth_dev) {
-    // SAFETY: per the contract.
+pub unsafe fn free_private(eth_dev: *mut ffi::rte_eth_dev) {
+    // SAFETY: the caller gives us an ethdev `create` made: its
+    // process_private is null or an Arc<Port> we leaked into it.
     unsafe {
         let port = (*eth_dev).process_private as *const Port;
         if port.is_null() {
             return;
         }
-        crate::control::reset::unwatch_removal(&*port);
-        crate::control::intr::uninstall(&*port, true);
-        crate::control::intr::close_rx_fds(&*port);
-        (*port).set_ctx(std::ptr::null_mut());
+        let p = &*port;
+        crate::control::reset::unwatch_removal(p);
+        crate::control::intr::uninstall(p, true);
+        crate::control::intr::close_rx_fds(p);
+        p.set_ctx(std::ptr::null_mut());
+        if let Some(slot) = PORTS.lock().get_mut(usize::from(p.port_id)) {
+            if slot.as_ref().is_some_and(|q| std::ptr::eq(&**q, p)) {
+                *slot = None;
+            }
+        }
         (*eth_dev).process_private = std::ptr::null_mut();
         drop(Arc::from_raw(port));
     }
@@ -297,7 +420,7 @@ pub(crate) unsafe fn free_private(eth_dev: *mut ffi::rte_eth_dev) {
 /// closed (hot unplug, or EAL cleanup at exit with ports still started), so
 /// queues and the device context are released by the driver, not left to
 /// the process exit.
-pub(crate) fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
+pub fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
     let parent = &pci_dev.device as *const ffi::rte_device;
     loop {
         // SAFETY: looks up ports by their parent device.

@@ -1,22 +1,187 @@
-//! Starting and stopping a port's queues. Starting is split in three so the
-//! reset path can make its verbs calls without holding the control lock:
-//! a [`Plan`] copied from the configuration (under the lock), [`build`] of
-//! the verbs objects (no lock), and [`attach`] of their rings to the queues
-//! (under the lock).
+//! A port's queues as control code holds them, and starting and stopping
+//! them on the device.
+//!
+//! The queues a port has set up are kept in its control state
+//! ([`QueueSet`]), so they are reachable only under the control lock: the
+//! rule "a queue stays allocated while the control lock is held" is the
+//! borrow of the lock's guard. The driver's own threads (interrupts,
+//! recovery) use these sets, never ethdev's queue arrays, which ethdev may
+//! reallocate in `rte_eth_dev_configure` without any driver lock. Ethdev
+//! ops that read queues in any process go through [`EthQueues`].
+//!
+//! Starting is split in three so the reset path can make its verbs calls
+//! without holding the control lock: a [`Plan`] copied from the
+//! configuration (under the lock), [`build`] of the verbs objects (no lock),
+//! and [`attach`] of their rings to the queues (under the lock).
 
-use crate::control::mr::Region;
-use crate::control::port::{Device, Port};
+use crate::control::error::{Error, Result};
+use crate::control::port::{Ctrl, Device, Port};
 use crate::control::rss::Rss;
+use crate::dataplane::queue::{ControlToken, DataQueue};
 use crate::dataplane::rxq::{RxHw, RxQueue};
 use crate::dataplane::txq::{TxHw, TxQueue};
-use crate::ethdev::Ctrl;
 use crate::ffi;
 use crate::ffi::consts::MQ_RX_RSS_FLAG;
-use crate::hw::verbs::{self, CompChannel, Cq, IndTable, Qp, VerbsError, Wq};
+use crate::hw::verbs::{self, CompChannel, Cq, IndTable, Qp, Wq};
+use ::log::info;
 use std::ffi::{c_int, c_uint, c_void};
+use std::ptr::NonNull;
 
-/// A failure to start: what failed (for the log) and the negative errno.
-pub type StartError = (String, c_int);
+/// The ethdev arrays of a queue kind: where the data path finds the queue
+/// (`rx_queues`/`tx_queues`) and the state ethdev reports.
+pub trait Kind: DataQueue + Sized {
+    fn array(d: &ffi::rte_eth_dev_data) -> *mut *mut c_void;
+    fn count(d: &ffi::rte_eth_dev_data) -> u16;
+    fn states(d: &mut ffi::rte_eth_dev_data) -> &mut [u8];
+}
+
+impl Kind for RxQueue {
+    fn array(d: &ffi::rte_eth_dev_data) -> *mut *mut c_void {
+        d.rx_queues
+    }
+    fn count(d: &ffi::rte_eth_dev_data) -> u16 {
+        d.nb_rx_queues
+    }
+    fn states(d: &mut ffi::rte_eth_dev_data) -> &mut [u8] {
+        &mut d.rx_queue_state
+    }
+}
+
+impl Kind for TxQueue {
+    fn array(d: &ffi::rte_eth_dev_data) -> *mut *mut c_void {
+        d.tx_queues
+    }
+    fn count(d: &ffi::rte_eth_dev_data) -> u16 {
+        d.nb_tx_queues
+    }
+    fn states(d: &mut ffi::rte_eth_dev_data) -> &mut [u8] {
+        &mut d.tx_queue_state
+    }
+}
+
+/// The queues of one kind a port has set up, by queue id.
+pub struct QueueSet<Q> {
+    slots: Vec<Option<NonNull<Q>>>,
+    /// The count the port is configured with (`dev_configure`).
+    configured: u16,
+}
+
+// SAFETY: the queues live in DPDK shared memory, not in any thread; the set
+// is only reached under the control lock.
+unsafe impl<Q> Send for QueueSet<Q> {}
+
+impl<Q: Kind> QueueSet<Q> {
+    pub const fn new() -> QueueSet<Q> {
+        QueueSet {
+            slots: Vec::new(),
+            configured: 0,
+        }
+    }
+
+    pub fn configure(&mut self, n: u16) {
+        self.configured = n;
+    }
+
+    pub fn configured(&self) -> u16 {
+        self.configured
+    }
+
+    pub fn get(&self, i: usize) -> Option<&Q> {
+        // SAFETY: a queue in the set stays allocated until `release` takes it
+        // out, which needs `&mut self`; the reference borrows the set.
+        self.slots.get(i)?.map(|q| unsafe { q.as_ref() })
+    }
+
+    /// Every set-up queue, with its id.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &Q)> {
+        (0..self.slots.len()).filter_map(|i| Some((i, self.get(i)?)))
+    }
+
+    /// Puts a new queue at `i`, where the data path finds it too (`d` is
+    /// the port's data, inside an ethdev op that sized the array).
+    pub fn install(&mut self, d: &ffi::rte_eth_dev_data, i: u16, q: NonNull<Q>) {
+        let i = usize::from(i);
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, None);
+        }
+        self.slots[i] = Some(q);
+        // SAFETY: ethdev allocated the array for at least `i + 1` queues
+        // before calling the setup op that installs queue `i`.
+        unsafe { *Q::array(d).add(i) = q.as_ptr() as *mut c_void };
+    }
+
+    /// Frees the queue at `i`, if any, and clears ethdev's slot. The port
+    /// is stopped (ethdev releases queues only then), so its gate is closed.
+    pub fn release(&mut self, d: &ffi::rte_eth_dev_data, i: u16) {
+        let Some(q) = self.slots.get_mut(usize::from(i)).and_then(Option::take) else {
+            return;
+        };
+        // SAFETY: the queue left the set, so nothing reaches it through the
+        // control state; ethdev calls release only on a stopped port, whose
+        // gates are closed, so no burst uses it; `i` is inside ethdev's
+        // array (the op's queue id).
+        unsafe {
+            q.as_ref().gate().close(std::hint::spin_loop);
+            if usize::from(i) < usize::from(Q::count(d)) && !Q::array(d).is_null() {
+                *Q::array(d).add(usize::from(i)) = std::ptr::null_mut();
+            }
+            Q::free(q);
+        }
+    }
+
+    /// Frees every queue (port close).
+    pub fn release_all(&mut self, d: &ffi::rte_eth_dev_data) {
+        for i in 0..self.slots.len() {
+            self.release(d, i as u16);
+        }
+    }
+
+    /// The queues 0..configured, or which one is missing.
+    fn complete(&self) -> Result<Vec<&Q>> {
+        (0..usize::from(self.configured))
+            .map(|i| {
+                self.get(i)
+                    .ok_or_else(|| Error::invalid(format!("{} queue {i} is not set up", Q::KIND)))
+            })
+            .collect()
+    }
+}
+
+impl<Q: Kind> Default for QueueSet<Q> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A port's queues as ethdev's arrays hold them, for ethdev ops in any
+/// process: reading their configuration and counters.
+pub struct EthQueues<'d> {
+    d: &'d ffi::rte_eth_dev_data,
+}
+
+impl<'d> EthQueues<'d> {
+    /// # Safety
+    /// Called inside an ethdev op of the port: ethdev does not release the
+    /// port's queues or reallocate its arrays while one of its ops runs (the
+    /// application serializes its control calls on a port).
+    pub unsafe fn of(d: &'d ffi::rte_eth_dev_data) -> EthQueues<'d> {
+        EthQueues { d }
+    }
+
+    pub fn get<Q: Kind + 'd>(&self, i: usize) -> Option<&'d Q> {
+        if i >= usize::from(Q::count(self.d)) || Q::array(self.d).is_null() {
+            return None;
+        }
+        // SAFETY: `i` is inside the array ethdev sized for the queue count;
+        // a non-null entry is a queue of ours, live for the op (`of`).
+        unsafe { (*Q::array(self.d).add(i) as *const Q).as_ref() }
+    }
+
+    /// Every set-up queue of a kind, with its id.
+    pub fn iter<Q: Kind + 'd>(&self) -> impl Iterator<Item = (usize, &'d Q)> + '_ {
+        (0..usize::from(Q::count(self.d))).filter_map(|i| Some((i, self.get::<Q>(i)?)))
+    }
+}
 
 /// Verbs objects of one started receive queue; field order is drop order.
 struct RxVerbs {
@@ -58,44 +223,18 @@ pub struct Plan {
     pub generation: u64,
 }
 
-pub fn rxq_ptr(d: &ffi::rte_eth_dev_data, i: usize) -> *mut RxQueue {
-    // SAFETY: rx_queues has nb_rx_queues entries (ethdev allocates them).
-    unsafe { *d.rx_queues.add(i) as *mut RxQueue }
-}
-
-pub fn txq_ptr(d: &ffi::rte_eth_dev_data, i: usize) -> *mut TxQueue {
-    // SAFETY: as above.
-    unsafe { *d.tx_queues.add(i) as *mut TxQueue }
-}
-
-fn verr(what: String) -> impl FnOnce(VerbsError) -> StartError {
-    move |e| (format!("{what}: {e}"), e.neg())
-}
-
 impl Plan {
-    pub fn new(p: &Port, ctrl: &Ctrl) -> Result<Plan, StartError> {
+    pub fn new(p: &Port, ctrl: &Ctrl) -> Result<Plan> {
         let d = p.data();
-        let mut rx = Vec::new();
-        for i in 0..usize::from(d.nb_rx_queues) {
-            let q = rxq_ptr(d, i);
-            if q.is_null() {
-                return Err((format!("rx queue {i} is not set up"), -libc::EINVAL));
-            }
-            // SAFETY: a set-up queue, stable under the ctrl lock.
-            let q = unsafe { &*q };
-            rx.push((q.nb_desc(), q.socket));
+        fn sizes<Q: Kind>(set: &QueueSet<Q>) -> Result<Vec<(u16, c_int)>> {
+            Ok(set
+                .complete()?
+                .iter()
+                .map(|q| (q.nb_desc(), q.socket()))
+                .collect())
         }
-        let mut tx = Vec::new();
-        for i in 0..usize::from(d.nb_tx_queues) {
-            let q = txq_ptr(d, i);
-            if q.is_null() {
-                return Err((format!("tx queue {i} is not set up"), -libc::EINVAL));
-            }
-            // SAFETY: as above.
-            let q = unsafe { &*q };
-            tx.push((q.nb_desc(), q.socket));
-        }
-        let order = Rss::queue_order(&ctrl.rss.reta, rx.len()).map_err(|m| (m, -libc::EINVAL))?;
+        let (rx, tx) = (sizes(&ctrl.rx)?, sizes(&ctrl.tx)?);
+        let order = Rss::queue_order(&ctrl.rss.reta, rx.len()).map_err(Error::invalid)?;
         let rss_on = d.dev_conf.rxmode.mq_mode & MQ_RX_RSS_FLAG != 0;
         Ok(Plan {
             rx,
@@ -115,6 +254,7 @@ pub struct Built {
     running: Running,
     tx_hw: Vec<TxHw>,
     rx_hw: Vec<RxHw>,
+    db_page: *mut u8,
 }
 
 // SAFETY: the raw ring pointers are only dereferenced by `attach`, under the
@@ -136,44 +276,6 @@ unsafe extern "C" fn verbs_free(ptr: *mut c_void, _socket: *mut c_void) {
     unsafe { ffi::rte_free(ptr) };
 }
 
-/// Zeroed memory on `socket` for a queue `Q` and its `n` descriptors `D`:
-/// both or neither.
-pub fn alloc_queue_mem<Q, D>(
-    name: &std::ffi::CStr,
-    n: u16,
-    socket: c_int,
-) -> Option<(*mut Q, *mut D)> {
-    // SAFETY: plain allocations; both results are checked.
-    unsafe {
-        let q = ffi::rte_zmalloc_socket(name.as_ptr(), std::mem::size_of::<Q>(), 64, socket);
-        let d = ffi::rte_zmalloc_socket(
-            name.as_ptr(),
-            std::mem::size_of::<D>() * usize::from(n),
-            64,
-            socket,
-        );
-        if q.is_null() || d.is_null() {
-            ffi::rte_free(q);
-            ffi::rte_free(d);
-            return None;
-        }
-        Some((q as *mut Q, d as *mut D))
-    }
-}
-
-/// Drops and frees what [`alloc_queue_mem`] gave.
-///
-/// # Safety
-/// `q` holds an initialised `Q`; neither is used afterwards.
-pub unsafe fn free_queue_mem<Q, D>(q: *mut Q, desc: *mut D) {
-    // SAFETY: per the contract.
-    unsafe {
-        std::ptr::drop_in_place(q);
-        ffi::rte_free(desc as *mut c_void);
-        ffi::rte_free(q as *mut c_void);
-    }
-}
-
 pub fn allocators(socket: c_int) -> ffi::manadv_ctx_allocators {
     ffi::manadv_ctx_allocators {
         alloc: Some(verbs_alloc),
@@ -184,7 +286,7 @@ pub fn allocators(socket: c_int) -> ffi::manadv_ctx_allocators {
 
 /// Creates every verbs queue of the plan on `dev`. Nothing is attached: on
 /// failure, dropping what was built destroys it.
-pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built, StartError> {
+pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built> {
     let ctx = &dev.ctx;
     let mut running = Running {
         rss: None,
@@ -192,26 +294,30 @@ pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built, StartError> {
         tx: Vec::with_capacity(plan.tx.len()),
     };
     let mut tx_hw = Vec::with_capacity(plan.tx.len());
+    // Every queue of a context rings the same doorbell page.
+    let mut db_page = std::ptr::null_mut();
     for (i, &(nb, socket)) in plan.tx.iter().enumerate() {
+        let at = |what: &str| format!("tx queue {i}{what}");
         ctx.set_allocators(allocators(socket))
-            .map_err(verr(format!("tx queue {i}")))?;
+            .map_err(|e| Error::from(e).context(at("")))?;
         let nb = u32::from(nb);
-        let cq = Cq::create(ctx, nb, None, 0).map_err(verr(format!("tx queue {i} CQ")))?;
+        let cq = Cq::create(ctx, nb, None, 0).map_err(|e| Error::from(e).context(at(" CQ")))?;
         let qp = match Qp::create_raw_sq(&dev.parent, &cq, nb, plan.max_sge) {
             Ok(qp) => qp,
             Err(e) if e.errno == libc::EBUSY => {
                 let n = &p.netdev;
-                return Err((
+                return Err(Error::new(
+                    libc::EBUSY,
                     format!(
                         "tx queue {i}: the kernel still uses port {} ({}): run 'ip link set {} down' before starting DPDK",
                         n.mac, n.ifname, n.ifname
                     ),
-                    e.neg(),
                 ));
             }
-            Err(e) => return Err(verr(format!("tx queue {i} QP"))(e)),
+            Err(e) => return Err(Error::from(e).context(at(" QP"))),
         };
-        let (dv_qp, dv_cq) = verbs::init_sq(&qp, &cq).map_err(verr(format!("tx queue {i}")))?;
+        let (dv_qp, dv_cq) =
+            verbs::init_sq(&qp, &cq).map_err(|e| Error::from(e).context(at("")))?;
         tx_hw.push(TxHw {
             sq_buf: dv_qp.sq_buf as *mut u8,
             sq_size: dv_qp.sq_size,
@@ -220,23 +326,26 @@ pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built, StartError> {
             cq_count: dv_cq.count,
             cq_id: dv_cq.cq_id,
             vp_offset: dv_qp.tx_vp_offset,
-            db_page: dv_qp.db_page as *mut u8,
             max_sge: plan.max_sge,
         });
+        db_page = dv_qp.db_page as *mut u8;
         running.tx.push(TxVerbs { _qp: qp, _cq: cq });
     }
     for (i, &(nb, socket)) in plan.rx.iter().enumerate() {
+        let at = |what: &str| format!("rx queue {i}{what}");
         ctx.set_allocators(allocators(socket))
-            .map_err(verr(format!("rx queue {i}")))?;
+            .map_err(|e| Error::from(e).context(at("")))?;
         let channel = match plan.rx_intr {
-            true => Some(CompChannel::create(ctx).map_err(verr(format!("rx queue {i} channel")))?),
+            true => {
+                Some(CompChannel::create(ctx).map_err(|e| Error::from(e).context(at(" channel")))?)
+            }
             false => None,
         };
         let nb = u32::from(nb);
         let cq = Cq::create(ctx, nb, channel.as_ref(), i as i32)
-            .map_err(verr(format!("rx queue {i} CQ")))?;
-        let wq =
-            Wq::create_rq(ctx, &dev.parent, &cq, nb).map_err(verr(format!("rx queue {i} WQ")))?;
+            .map_err(|e| Error::from(e).context(at(" CQ")))?;
+        let wq = Wq::create_rq(ctx, &dev.parent, &cq, nb)
+            .map_err(|e| Error::from(e).context(at(" WQ")))?;
         running.rx.push(RxVerbs { wq, cq, channel });
     }
     let wqs: Vec<&Wq> = plan
@@ -244,14 +353,16 @@ pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built, StartError> {
         .iter()
         .map(|&q| &running.rx[usize::from(q)].wq)
         .collect();
-    let table = IndTable::create(ctx, &wqs).map_err(verr("receive indirection table".into()))?;
+    let table = IndTable::create(ctx, &wqs)
+        .map_err(|e| Error::from(e).context("receive indirection table"))?;
     let qp = Qp::create_rss(ctx, &dev.parent, &table, &plan.key, plan.fields)
-        .map_err(verr("receive RSS QP".into()))?;
+        .map_err(|e| Error::from(e).context("receive RSS QP"))?;
     running.rss = Some((qp, table));
     // Queue ids exist only once the RSS QP does.
     let mut rx_hw = Vec::with_capacity(plan.rx.len());
     for (i, v) in running.rx.iter().enumerate() {
-        let (dv_wq, dv_cq) = verbs::init_rq(&v.wq, &v.cq).map_err(verr(format!("rx queue {i}")))?;
+        let (dv_wq, dv_cq) = verbs::init_rq(&v.wq, &v.cq)
+            .map_err(|e| Error::from(e).context(format!("rx queue {i}")))?;
         rx_hw.push(RxHw {
             rq_buf: dv_wq.buf as *mut u8,
             rq_size: dv_wq.size,
@@ -259,13 +370,14 @@ pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built, StartError> {
             cq_buf: dv_cq.buf as *mut u8,
             cq_count: dv_cq.count,
             cq_id: dv_cq.cq_id,
-            db_page: dv_wq.db_page as *mut u8,
         });
+        db_page = dv_wq.db_page as *mut u8;
     }
     Ok(Built {
         running,
         tx_hw,
         rx_hw,
+        db_page,
     })
 }
 
@@ -274,38 +386,42 @@ pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built, StartError> {
 /// `ctrl`. Gates stay closed; the caller opens them. On failure the verbs
 /// objects are destroyed before the posted buffers are freed, so the device
 /// writes into none of them, and nothing stays attached.
-pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<(), StartError> {
-    let d = p.data();
+pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<()> {
     let Built {
         running,
         tx_hw,
         rx_hw,
+        db_page,
     } = built;
-    // Every queue of a context shares its doorbell page.
-    if let Some(page) = tx_hw
-        .first()
-        .map(|h| h.db_page)
-        .or(rx_hw.first().map(|h| h.db_page))
-    {
-        crate::control::mp::set_doorbell_page(p.port_id, page);
+    if !db_page.is_null() {
+        crate::hw::doorbell::set_page(p.port_id, db_page);
     }
+    let Ctrl { rx, tx, token, .. } = ctrl;
     for (i, hw) in tx_hw.iter().enumerate() {
-        // SAFETY: the queue exists (plan generation checked by the caller),
-        // its gate is closed, and `running` keeps the rings alive until detach.
-        unsafe { (*txq_ptr(d, i)).attach(hw) };
+        let st = tx.get(i).and_then(|q| Some((q, q.state_mut(token)?)));
+        let Some((q, st)) = st else {
+            unreachable!("tx queue {i} was planned, set up and stopped");
+        };
+        // SAFETY: `running` keeps the rings alive until `detach_all`, which
+        // runs before it is dropped.
+        unsafe { q.attach(st, hw) };
     }
     for (i, hw) in rx_hw.iter().enumerate() {
-        // SAFETY: as above.
-        let q = unsafe { &mut *rxq_ptr(d, i) };
-        // SAFETY: as above.
-        if let Err(e) = unsafe { q.attach(hw) } {
-            let msg = format!(
-                "rx queue {i}: its mempool cannot fill {} buffers",
-                q.nb_desc()
-            );
+        let Some(q) = rx.get(i) else {
+            unreachable!("rx queue {i} was planned and set up");
+        };
+        let Some(st) = q.state_mut(token) else {
+            unreachable!("rx queue {i} is stopped while attached");
+        };
+        // SAFETY: as for the tx rings.
+        if let Err(e) = unsafe { q.attach(st, hw) } {
+            let nb = q.nb_desc();
             drop(running);
-            detach_all(d);
-            return Err((msg, e));
+            detach_all(ctrl);
+            return Err(Error::new(
+                -e,
+                format!("rx queue {i}: its mempool cannot fill {nb} buffers"),
+            ));
         }
     }
     if !running.rx.is_empty() && running.rx[0].channel.is_some() {
@@ -316,138 +432,77 @@ pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<(), StartError>
             .collect();
         if let Err(e) = crate::control::intr::enable_rx_vectors(p, &fds) {
             drop(running);
-            detach_all(d);
-            return Err((String::from("rx interrupt vectors"), e));
+            detach_all(ctrl);
+            return Err(Error::new(-e, "rx interrupt vectors"));
         }
     }
     ctrl.running = Some(running);
     Ok(())
 }
 
-/// Registers every mempool's memory on the device's PD, so the data path
-/// only ever looks up its per-queue cache.
-pub fn register_all_pools(p: &Port, dev: &Device) {
-    let mut reg = p.mr.lock().unwrap_or_else(|e| e.into_inner());
-    reg.attach(&dev.pd, p.limits.max_mr_size);
-    // SAFETY: walks the process's mempools synchronously.
-    unsafe { ffi::rte_mempool_walk(Some(register_pool), &mut *reg as *mut _ as *mut c_void) };
-}
-
-unsafe extern "C" fn register_pool(mp: *mut ffi::rte_mempool, arg: *mut c_void) {
-    // SAFETY: `arg` is the registry passed by `register_all_pools`.
-    let reg = unsafe { &mut *(arg as *mut crate::control::mr::Registry) };
-    reg.register_mempool(mp);
-}
-
-/// Finds or creates a registration covering `[addr, addr + len)` on the
-/// port's device (the data path's slow path on a cache miss).
-pub fn register_memory(port_id: u16, addr: usize, len: usize) -> Option<Region> {
-    // SAFETY: FFI query.
-    if unsafe { ffi::rte_eal_process_type() } != ffi::RTE_PROC_PRIMARY {
-        return crate::control::mp::register_remote(port_id, addr, len);
-    }
-    // SAFETY: the queue's port id names one of our live ethdevs, whose
-    // process_private is a Port while the port exists.
-    let p = unsafe {
-        let dev =
-            (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(usize::from(port_id));
-        (*dev).process_private as *const Port
-    };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: as above.
-    let mut reg = unsafe { &*p }.mr.lock().unwrap_or_else(|e| e.into_inner());
-    reg.register(addr, len)
-}
-
 /// Closes every queue's gate, waiting for bursts in flight.
-pub fn close_gates(d: &ffi::rte_eth_dev_data) {
-    for i in 0..usize::from(d.nb_rx_queues) {
-        let q = rxq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: queues are freed only under the ctrl lock, after this.
-            unsafe { (*q).gate.close(std::hint::spin_loop) };
-        }
+pub fn close_gates(ctrl: &Ctrl) {
+    for (_, q) in ctrl.rx.iter() {
+        q.gate().close(std::hint::spin_loop);
     }
-    for i in 0..usize::from(d.nb_tx_queues) {
-        let q = txq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: as above.
-            unsafe { (*q).gate.close(std::hint::spin_loop) };
-        }
+    for (_, q) in ctrl.tx.iter() {
+        q.gate().close(std::hint::spin_loop);
     }
 }
 
-pub fn open_gates(d: &ffi::rte_eth_dev_data) {
+/// Opens the gates of the queues whose ethdev state says started.
+pub fn open_gates(ctrl: &Ctrl, d: &mut ffi::rte_eth_dev_data) {
     let started = ffi::RTE_ETH_QUEUE_STATE_STARTED as u8;
-    for i in 0..usize::from(d.nb_rx_queues) {
-        if d.rx_queue_state[i] == started {
-            // SAFETY: all queues exist once the port started.
-            unsafe { (*rxq_ptr(d, i)).gate.open() };
+    for (i, q) in ctrl.rx.iter() {
+        if RxQueue::states(d)[i] == started {
+            q.gate().open();
         }
     }
-    for i in 0..usize::from(d.nb_tx_queues) {
-        if d.tx_queue_state[i] == started {
-            // SAFETY: as above.
-            unsafe { (*txq_ptr(d, i)).gate.open() };
+    for (i, q) in ctrl.tx.iter() {
+        if TxQueue::states(d)[i] == started {
+            q.gate().open();
         }
     }
 }
 
-/// Waits (bounded) for the device to complete sends in flight, so their
-/// mbufs are freed as sent rather than discarded.
-pub fn drain_tx(d: &ffi::rte_eth_dev_data) {
-    for i in 0..usize::from(d.nb_tx_queues) {
-        let q = txq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: the gates are closed, so we are the only user.
-            drain_txq(unsafe { &mut *q });
-        }
-    }
-}
-
-/// Settles every tx queue's counts before they are read (see
-/// [`TxQueue::settle`]).
-pub fn settle_tx(d: &ffi::rte_eth_dev_data) {
-    for i in 0..usize::from(d.nb_tx_queues) {
-        let q = txq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: set-up queues are freed only by queue release or close,
-            // which ethdev does not run concurrently with reading the
-            // statistics of the same port.
-            unsafe { TxQueue::settle(q) };
-        }
+/// Waits (bounded) for the device to complete the sends in flight of every
+/// tx queue, so their mbufs are freed as sent rather than discarded. The
+/// gates are closed.
+pub fn drain_tx(ctrl: &mut Ctrl) {
+    let Ctrl { tx, token, .. } = ctrl;
+    for (_, q) in tx.iter() {
+        drain_txq(q, token);
     }
 }
 
 /// [`drain_tx`] for one queue whose gate is closed.
-pub fn drain_txq(q: &mut TxQueue) {
+pub fn drain_txq(q: &TxQueue, token: &mut ControlToken) {
     for _ in 0..1000 {
-        q.reap();
-        if q.in_flight() == 0 {
-            break;
+        let Some(st) = q.state_mut(token) else {
+            return;
+        };
+        q.reap(st);
+        if st.in_flight() == 0 {
+            return;
         }
         std::thread::sleep(std::time::Duration::from_micros(100));
     }
 }
 
 /// Frees every mbuf still posted or in flight and forgets the rings; the
-/// hardware queues must be gone (or dead). Returns the sends discarded.
-pub fn detach_all(d: &ffi::rte_eth_dev_data) -> u32 {
-    for i in 0..usize::from(d.nb_rx_queues) {
-        let q = rxq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: gates are closed; no burst runs.
-            unsafe { (*q).detach() };
+/// hardware queues must be gone (or dead) and the gates closed. Returns the
+/// sends discarded.
+pub fn detach_all(ctrl: &mut Ctrl) -> u32 {
+    let Ctrl { rx, tx, token, .. } = ctrl;
+    for (_, q) in rx.iter() {
+        if let Some(st) = q.state_mut(token) {
+            q.detach(st);
         }
     }
     let mut lost = 0;
-    for i in 0..usize::from(d.nb_tx_queues) {
-        let q = txq_ptr(d, i);
-        if !q.is_null() {
-            // SAFETY: as above.
-            lost += unsafe { (*q).detach() };
+    for (_, q) in tx.iter() {
+        if let Some(st) = q.state_mut(token) {
+            lost += q.detach(st);
         }
     }
     lost
@@ -469,7 +524,7 @@ pub fn probe_max_desc(p: &Port, dev: &Device) -> u16 {
     match Cq::create(&dev.ctx, u32::from(pow2), None, 0) {
         Ok(_) => pow2,
         Err(e) => {
-            ::log::info!(
+            info!(
                 "{}: queues limited to 256 descriptors ({e}; the rdma-core 44 limit)",
                 p.name
             );

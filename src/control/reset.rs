@@ -22,9 +22,9 @@
 //! with no driver lock held, so callbacks may stop, close or remove the port
 //! from any thread, including this one.
 
+use crate::control::lifecycle::publish_link;
 use crate::control::port::{Device, Port};
 use crate::control::queues::{self, Plan};
-use crate::control::shared::Shared;
 use crate::ffi;
 use crate::hw::sysfs;
 use crate::hw::verbs::DeviceList;
@@ -100,10 +100,10 @@ pub fn on_device_fatal(port: Arc<Port>) {
     let begin = {
         // Under the control lock, so no control op that saw the port active
         // reopens a gate (or frees a queue) after this closes them.
-        let _ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        let ctrl = port.ctrl.lock();
         let begin = port.reset.handoff.begin();
         if begin != Begin::Ignore {
-            queues::close_gates(port.data());
+            queues::close_gates(&ctrl);
         }
         begin
     };
@@ -117,7 +117,7 @@ pub fn on_device_fatal(port: Arc<Port>) {
     // This handler's fd dies with the old context; it cannot unregister
     // itself synchronously from inside its own callback.
     crate::control::intr::uninstall(&port, false);
-    crate::ethdev::publish_link(port.eth_dev);
+    publish_link(&port);
     if begin == Begin::Deferred {
         // The recovery thread is emitting the last recovery's SUCCESS; it
         // emits ERR_RECOVERING for this reset after that and recovers.
@@ -152,7 +152,7 @@ fn recover(port: Arc<Port>) {
             "{}: the device reset again as the recovery completed; recovering again",
             port.name
         );
-        crate::ethdev::publish_link(port.eth_dev);
+        publish_link(&port);
         emit(&port, ffi::RTE_ETH_EVENT_ERR_RECOVERING);
         // A callback may have closed the port (on this thread).
         if port.reset.handoff.cancelled() {
@@ -180,7 +180,7 @@ fn recover_once(port: &Arc<Port>) -> bool {
         if !matches!(outcome, Outcome::Recovered) {
             port.reset.handoff.set_phase(Phase::Failed);
         }
-        crate::ethdev::publish_link(port.eth_dev);
+        publish_link(port);
     }
     match outcome {
         Outcome::Recovered => {
@@ -242,18 +242,17 @@ fn run(port: &Arc<Port>) -> Outcome {
 /// destroys them; frees every mbuf the queues held.
 fn teardown(port: &Port) {
     let (running, dev) = {
-        let mut ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ctrl = port.ctrl.lock();
         // Closed already, unless a rebuild opened them before the device
         // reset again.
-        queues::close_gates(port.data());
+        queues::close_gates(&ctrl);
         (ctrl.running.take(), ctrl.dev.take())
     };
     crate::control::intr::disable_rx_vectors(port);
     // Verbs destroys without a lock: the objects are ours alone now.
     drop(running);
     {
-        let _ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
-        let lost = queues::detach_all(port.data());
+        let lost = queues::detach_all(&mut port.ctrl.lock());
         if lost > 0 {
             warn!(
                 "{}: {lost} packets in flight were lost to the reset",
@@ -269,7 +268,7 @@ fn teardown(port: &Port) {
 /// until the async handler cannot be running on the context; on it, the
 /// running handler is the caller's own and finds the context gone on return.
 pub fn close_device(port: &Port, dev: Option<Device>) {
-    port.mr.lock().unwrap_or_else(|e| e.into_inner()).detach();
+    port.mr.lock().detach();
     crate::control::intr::uninstall(port, false);
     // SAFETY: FFI query.
     if unsafe { ffi::rte_thread_is_intr() } == 0 {
@@ -283,7 +282,7 @@ pub fn close_device(port: &Port, dev: Option<Device>) {
 /// same MAC, and opens it.
 fn wait_for_device(port: &Port) -> Result<Device, Outcome> {
     let deadline = Instant::now() + port.reset.timeout;
-    let pci_dir = crate::probe::pci_sysfs_dir(&port.pci);
+    let pci_dir = sysfs::pci_dir(&port.pci);
     loop {
         if port.reset.handoff.cancelled() {
             return Err(Outcome::Cancelled);
@@ -350,12 +349,13 @@ fn install(port: &Arc<Port>, dev: &mut Option<Device>) -> Outcome {
     let d = dev.as_ref().expect("a device to install");
     port.set_ctx(d.ctx.as_ptr());
     if let Ok(attr) = d.ctx.query_device_ex() {
-        Shared::of(port.data()).set_fw_version(&crate::control::port::fw_version(&attr));
+        port.shared()
+            .set_fw_version(&crate::control::port::fw_version(&attr));
     }
     if let Err(e) = crate::control::intr::install(port) {
         return Outcome::Failed(format!("device event handler: {e}"));
     }
-    queues::register_all_pools(port, d);
+    crate::control::mr::register_all_pools(port, d);
     // Secondaries map the new page while every gate is still closed.
     if let Err(e) = crate::control::mp::remap_secondaries(port) {
         return Outcome::Failed(e);
@@ -367,32 +367,33 @@ fn install(port: &Arc<Port>, dev: &mut Option<Device>) -> Outcome {
             return Outcome::Cancelled;
         }
         let plan = {
-            let mut ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ctrl = port.ctrl.lock();
             if !ctrl.started {
                 ctrl.dev = dev.take();
                 return Outcome::Recovered;
             }
             match Plan::new(port, &ctrl) {
                 Ok(p) => p,
-                Err((m, _)) => return Outcome::Failed(m),
+                Err(e) => return Outcome::Failed(e.to_string()),
             }
         };
         let d = dev.as_ref().expect("device kept until installed");
         let built = match queues::build(port, d, &plan) {
             Ok(b) => b,
-            Err((m, _)) => return Outcome::Failed(m),
+            Err(e) => return Outcome::Failed(e.to_string()),
         };
-        let mut ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ctrl = port.ctrl.lock();
         if ctrl.generation != plan.generation || !ctrl.started {
             drop(ctrl);
             drop(built);
             continue;
         }
-        if let Err((m, _)) = queues::attach(port, &mut ctrl, built) {
-            return Outcome::Failed(m);
+        if let Err(e) = queues::attach(port, &mut ctrl, built) {
+            return Outcome::Failed(e.to_string());
         }
         ctrl.dev = dev.take();
-        queues::open_gates(port.data());
+        // SAFETY: the port's data, under the control lock.
+        queues::open_gates(&ctrl, unsafe { &mut *port.data_ptr() });
         return Outcome::Recovered;
     }
     Outcome::Failed(String::from(
@@ -405,16 +406,16 @@ pub fn on_device_removed(port: &Port) {
     port.reset.mark_removed();
     let failed = {
         // As in on_device_fatal: no control op reopens what this closes.
-        let _ctrl = port.ctrl.lock().unwrap_or_else(|e| e.into_inner());
+        let ctrl = port.ctrl.lock();
         let active = port.reset.phase() == Phase::Active;
         if active {
             port.reset.handoff.set_phase(Phase::Failed);
-            queues::close_gates(port.data());
+            queues::close_gates(&ctrl);
         }
         active
     };
     if failed {
-        crate::ethdev::publish_link(port.eth_dev);
+        publish_link(port);
         error!(
             "{}: the PCI function was removed; close the port",
             port.name
@@ -480,20 +481,12 @@ unsafe extern "C" fn on_dev_event(
     if event != ffi::RTE_DEV_EVENT_REMOVE {
         return;
     }
-    let port_id = arg as usize;
-    // SAFETY: rte_eth_devices has RTE_MAX_ETHPORTS entries; a port of ours
-    // has a Port in process_private until it is closed.
-    let p = unsafe {
-        let dev = (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(port_id);
-        if !std::ptr::eq((*dev).dev_ops, &crate::ethdev::OPS) {
-            return;
-        }
-        (*dev).process_private as *const Port
-    };
-    if p.is_null() {
+    let Ok(port_id) = u16::try_from(arg as usize) else {
         return;
+    };
+    // Closing the port waits for this callback (`unwatch_removal`) unless
+    // the close runs inside it; the lookup keeps the port alive meanwhile.
+    if let Some(p) = Port::lookup(port_id) {
+        on_device_removed(&p);
     }
-    // SAFETY: checked above; closing the port waits for this callback
-    // (`unwatch_removal`) unless the close runs inside it.
-    on_device_removed(unsafe { &*p });
 }

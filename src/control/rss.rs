@@ -1,6 +1,9 @@
 //! RSS configuration: the Toeplitz key, the hash types, and the 64-entry
 //! redirection table, kept across stop/start and device resets.
 
+use crate::control::error::{self, Error};
+use crate::control::lifecycle::refuse_if_resetting;
+use crate::control::port::Port;
 use crate::ffi;
 use crate::ffi::consts::*;
 
@@ -41,6 +44,40 @@ impl Rss {
                 | RSS_NONFRAG_IPV6_TCP
                 | RSS_NONFRAG_IPV6_UDP,
             reta: [0; RETA_SIZE],
+        }
+    }
+
+    /// Takes the application's key, if it gave one; it must be 40 bytes.
+    pub fn take_key(&mut self, conf: &ffi::rte_eth_rss_conf) -> error::Result<()> {
+        if conf.rss_key.is_null() {
+            return Ok(());
+        }
+        if conf.rss_key_len != 40 {
+            return Err(Error::invalid(format!(
+                "RSS key length {} is not 40 bytes",
+                conf.rss_key_len
+            )));
+        }
+        // SAFETY: a non-null key the application says is 40 bytes long.
+        let key = unsafe { std::slice::from_raw_parts(conf.rss_key, 40) };
+        self.key.copy_from_slice(key);
+        Ok(())
+    }
+
+    /// `dev_configure`'s RSS settings: the key, and the hash types unless
+    /// none were asked for (then the current ones stay).
+    pub fn take_conf(&mut self, conf: &ffi::rte_eth_rss_conf) -> error::Result<()> {
+        self.take_key(conf)?;
+        if conf.rss_hf != 0 {
+            self.hf = conf.rss_hf & RSS_OFFLOADS;
+        }
+        Ok(())
+    }
+
+    /// The default redirection table over `nq` queues.
+    pub fn spread(&mut self, nq: u16) {
+        for (i, e) in self.reta.iter_mut().enumerate() {
+            *e = (i % usize::from(nq.max(1))) as u16;
         }
     }
 
@@ -93,6 +130,60 @@ impl Rss {
         }
         Ok(order)
     }
+}
+
+/// `rss_hash_update`, on a stopped port.
+pub fn update_hash(p: &Port, conf: &ffi::rte_eth_rss_conf) -> error::Result<()> {
+    let mut ctrl = p.ctrl.lock();
+    refuse_if_resetting(p)?;
+    if ctrl.started {
+        return Err(Error::new(
+            libc::EBUSY,
+            "stop the port before changing its RSS configuration",
+        ));
+    }
+    if conf.rss_hf & !RSS_OFFLOADS != 0 {
+        return Err(Error::invalid(format!(
+            "RSS types {:#x} are not supported",
+            conf.rss_hf & !RSS_OFFLOADS
+        )));
+    }
+    ctrl.rss.take_key(conf)?;
+    ctrl.rss.hf = conf.rss_hf;
+    p.shared().set_rss(&ctrl.rss);
+    Ok(())
+}
+
+/// `reta_update`, on a stopped port: the entries `group`'s mask selects.
+pub fn update_reta(
+    p: &Port,
+    group: &ffi::rte_eth_rss_reta_entry64,
+    size: u16,
+) -> error::Result<()> {
+    let mut ctrl = p.ctrl.lock();
+    refuse_if_resetting(p)?;
+    if ctrl.started {
+        return Err(Error::new(
+            libc::EBUSY,
+            "stop the port before changing its RSS redirection table",
+        ));
+    }
+    if usize::from(size) != RETA_SIZE {
+        return Err(Error::invalid(format!(
+            "the redirection table has {RETA_SIZE} entries, not {size}"
+        )));
+    }
+    let mut reta = ctrl.rss.reta;
+    for (i, e) in reta.iter_mut().enumerate() {
+        if group.mask & (1 << i) != 0 {
+            *e = group.reta[i];
+        }
+    }
+    Rss::queue_order(&reta, usize::from(ctrl.rx.configured()))
+        .map_err(|m| Error::invalid(format!("redirection table rejected: {m}")))?;
+    ctrl.rss.reta = reta;
+    p.shared().set_rss(&ctrl.rss);
+    Ok(())
 }
 
 #[cfg(test)]

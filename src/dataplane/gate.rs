@@ -81,6 +81,12 @@ impl Gate {
         }
     }
 
+    /// True once `close` has returned and until `open`: no burst is inside,
+    /// and none can enter.
+    pub fn is_closed(&self) -> bool {
+        self.state.load(Ordering::Acquire) & BLOCKED != 0
+    }
+
     /// Lets bursts in again. Only the control path calls it, on a closed gate.
     pub fn open(&self) {
         self.closing.store(false, Ordering::Relaxed);

@@ -5,6 +5,9 @@
 
 pub mod csum;
 pub mod gate;
+pub mod mr_cache;
+pub mod queue;
 pub mod rxq;
 pub mod stats;
+pub mod tx_prepare;
 pub mod txq;

@@ -1,18 +1,19 @@
 //! Receive queues: the burst function that turns single and coalesced
 //! completions into mbufs (length, RSS hash, packet type, checksum and VLAN
 //! flags) and refills the ring in bulk with one doorbell per burst.
-//!
-//! An `RxQueue` lives in DPDK shared memory and holds plain data only.
 
-use crate::control::mr;
-use crate::dataplane::gate::Gate;
-use crate::dataplane::stats::Counter;
+use super::gate::{Gate, Pass};
+use super::mr_cache;
+use super::queue::{alloc_queue_mem, free_queue_mem, ControlToken, DataQueue};
+use super::stats::Counter;
 use crate::ffi::consts;
 use crate::ffi::{self, mbuf, rte_mbuf};
+use crate::hw::doorbell::{self, Doorbell};
 use crate::hw::ring::{CompQueue, WorkQueue};
 use gdma::{ndis_hash, Cqe, CqeType, RxCompOob, Sge, WqeHeader};
+use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const REFILL_BULK: usize = 64;
@@ -30,52 +31,51 @@ pub struct RxStats {
     pub vlan_reinsert_failed: Counter,
 }
 
-/// A queue: its burst gate and the state the burst owns while inside it.
+/// What a receive queue was set up with; fixed for its life.
+#[repr(C)]
+pub struct RxConf {
+    pub port_id: u16,
+    pub queue_id: u16,
+    pub socket: c_int,
+    pub nb_desc: u16,
+    /// Bytes a buffer holds after the headroom.
+    pub buf_len: u32,
+    pub mp: *mut ffi::rte_mempool,
+    pub conf: ffi::rte_eth_rxconf,
+}
+
+/// A receive queue (in DPDK shared memory, plain data only).
 #[repr(C, align(64))]
 pub struct RxQueue {
-    pub gate: Gate,
-    pub st: RxState,
+    gate: Gate,
+    /// Reached only through [`RxQueue::burst_state`] and
+    /// [`RxQueue::state_mut`] (see `queue`).
+    state: UnsafeCell<RxState>,
+    pub stats: RxStats,
+    /// The queue's offloads; VLAN strip may change while bursts run.
+    offloads: AtomicU64,
+    pub conf: RxConf,
 }
 
-impl std::ops::Deref for RxQueue {
-    type Target = RxState;
-    fn deref(&self) -> &RxState {
-        &self.st
-    }
-}
-
-impl std::ops::DerefMut for RxQueue {
-    fn deref_mut(&mut self) -> &mut RxState {
-        &mut self.st
-    }
-}
-
+/// The state a burst owns: the rings and the posted buffers.
 #[repr(C)]
 pub struct RxState {
     rq: WorkQueue,
+    rq_db: Doorbell,
     cq: CompQueue,
     /// Posted mbufs in posting order: each completion consumes the oldest.
     desc: *mut *mut rte_mbuf,
     desc_mask: u32,
     desc_head: u32,
     desc_tail: u32,
-    nb_desc: u32,
     /// Buffers that could not be reposted for lack of mbufs.
     deficit: u32,
     /// A coalesced completion delivered partly: its data and next packet.
     pending: Option<(*const Cqe, u8)>,
-    pub mp: *mut ffi::rte_mempool,
-    buf_len: u32,
-    pub mr: mr::Cache,
-    pub stats: RxStats,
-    pub port_id: u16,
-    pub queue_id: u16,
-    pub socket: c_int,
-    /// The queue's offloads; VLAN strip may change while bursts run.
-    offloads: AtomicU64,
-    pub conf: ffi::rte_eth_rxconf,
+    mr: mr_cache::Cache,
 }
 
+/// The rings of a receive queue's verbs objects, for [`RxState::attach`].
 pub struct RxHw {
     pub rq_buf: *mut u8,
     pub rq_size: u32,
@@ -83,7 +83,6 @@ pub struct RxHw {
     pub cq_buf: *mut u8,
     pub cq_count: u32,
     pub cq_id: u32,
-    pub db_page: *mut u8,
 }
 
 /// The bytes of one receive WQE apart from the SGE: header with one SGE and
@@ -95,72 +94,58 @@ const RX_HEADER: u64 = WqeHeader::new()
     .get();
 
 impl RxQueue {
-    pub fn alloc(
-        port_id: u16,
-        queue_id: u16,
-        nb_desc: u16,
-        socket: c_int,
-        conf: &ffi::rte_eth_rxconf,
-        mp: *mut ffi::rte_mempool,
-        offloads: u64,
-    ) -> Option<*mut RxQueue> {
-        debug_assert!(nb_desc.is_power_of_two());
-        let (q, desc) = crate::control::queues::alloc_queue_mem::<RxQueue, *mut rte_mbuf>(
-            c"mana_rxq",
-            nb_desc,
-            socket,
-        )?;
-        // SAFETY: fresh memory for one queue and nb_desc descriptors, and a pool query.
+    pub fn alloc(conf: RxConf, offloads: u64) -> Option<NonNull<RxQueue>> {
+        debug_assert!(conf.nb_desc.is_power_of_two());
+        let (q, desc) =
+            alloc_queue_mem::<RxQueue, *mut rte_mbuf>(c"mana_rxq", conf.nb_desc, conf.socket)?;
+        let mask = u32::from(conf.nb_desc) - 1;
+        // SAFETY: fresh memory for one queue, written before anyone sees it.
         unsafe {
-            let room = u32::from(ffi::mana_shim_pktmbuf_data_room_size(mp));
             ptr::write(
                 q,
                 RxQueue {
                     gate: Gate::new(),
-                    st: RxState {
+                    state: UnsafeCell::new(RxState {
                         rq: WorkQueue::empty(),
+                        rq_db: Doorbell::default(),
                         cq: CompQueue::empty(),
                         desc,
-                        desc_mask: u32::from(nb_desc) - 1,
+                        desc_mask: mask,
                         desc_head: 0,
                         desc_tail: 0,
-                        nb_desc: u32::from(nb_desc),
                         deficit: 0,
                         pending: None,
-                        mp,
-                        buf_len: room.saturating_sub(ffi::RTE_PKTMBUF_HEADROOM),
-                        mr: mr::Cache::new(),
-                        stats: RxStats::default(),
-                        port_id,
-                        queue_id,
-                        socket,
-                        offloads: AtomicU64::new(offloads),
-                        conf: *conf,
-                    },
+                        mr: mr_cache::Cache::new(),
+                    }),
+                    stats: RxStats::default(),
+                    offloads: AtomicU64::new(offloads),
+                    conf,
                 },
             );
-            Some(q)
         }
+        NonNull::new(q)
     }
 
-    /// # Safety
-    /// `q` came from [`RxQueue::alloc`], is stopped, and no burst uses it.
-    pub unsafe fn free(q: *mut RxQueue) {
-        // SAFETY: per the contract.
-        unsafe {
-            (*q).st.detach();
-            crate::control::queues::free_queue_mem(q, (*q).st.desc);
-        }
-    }
-}
-
-impl RxState {
-    pub fn nb_desc(&self) -> u16 {
-        self.nb_desc as u16
+    /// The burst state, for the burst holding the gate's pass.
+    #[inline(always)]
+    fn burst_state<'a>(&'a self, _pass: &'a mut Pass<'_>) -> &'a mut RxState {
+        // SAFETY: a pass is held by one thread at a time and excludes every
+        // other access to the state (bursts need a pass; control code needs
+        // the gate closed, which a live pass prevents); borrowing the pass
+        // mutably for as long as the state keeps a second reference out.
+        unsafe { &mut *self.state.get() }
     }
 
-    pub fn buf_len(&self) -> u32 {
-        self.buf_len
+    /// The burst state for control code: only with the gate closed (no
+    /// burst inside, none can enter) and the port's control token borrowed
+    /// (no other control path).
+    pub fn state_mut<'a>(&'a self, _token: &'a mut ControlToken) -> Option<&'a mut RxState> {
+        // SAFETY: as the function says: a closed gate excludes bursts, the
+        // token excludes other control paths, and the borrow of the token
+        // keeps this reference unique.
+        self.gate
+            .is_closed()
+            .then(|| unsafe { &mut *self.state.get() })
     }
 
     pub fn offloads(&self) -> u64 {
@@ -178,103 +163,162 @@ impl RxState {
         }
     }
 
+    /// The view a burst works through.
+    fn burst<'a>(&'a self, st: &'a mut RxState) -> Burst<'a> {
+        Burst { st, q: self }
+    }
+}
+
+impl DataQueue for RxQueue {
+    const KIND: &'static str = "rx";
+    fn gate(&self) -> &Gate {
+        &self.gate
+    }
+    fn nb_desc(&self) -> u16 {
+        self.conf.nb_desc
+    }
+    fn socket(&self) -> c_int {
+        self.conf.socket
+    }
+    fn deferred_start(&self) -> bool {
+        self.conf.conf.rx_deferred_start != 0
+    }
+    unsafe fn free(q: NonNull<RxQueue>) {
+        // SAFETY: the caller gives us a closed queue nobody uses any more,
+        // so its state is ours alone; its memory came from `alloc`.
+        unsafe {
+            let st = &mut *q.as_ref().state.get();
+            q.as_ref().burst(st).detach();
+            free_queue_mem(q.as_ptr(), st.desc);
+        }
+    }
+}
+
+impl RxState {
     pub fn posted(&self) -> u32 {
         self.desc_head.wrapping_sub(self.desc_tail)
     }
+}
 
+impl RxQueue {
     /// Attaches the rings of new verbs objects and posts a full ring of
     /// buffers. Fails (with nothing posted) if the pool cannot fill it.
     ///
     /// # Safety
-    /// The buffers stay valid until [`RxQueue::detach`]; the gate is closed.
-    pub unsafe fn attach(&mut self, hw: &RxHw) -> Result<(), c_int> {
-        // SAFETY: per the contract.
+    /// The rings of `hw` stay valid until [`RxQueue::detach`].
+    pub unsafe fn attach(&self, st: &mut RxState, hw: &RxHw) -> Result<(), c_int> {
+        // SAFETY: the caller keeps the rings valid until detach.
         unsafe {
-            self.rq = WorkQueue::new(hw.rq_buf, hw.rq_size, hw.rq_id);
-            self.cq = CompQueue::new(hw.cq_buf, hw.cq_count, hw.cq_id);
+            st.rq = WorkQueue::new(hw.rq_buf, hw.rq_size, hw.rq_id);
+            st.cq = CompQueue::new(hw.cq_buf, hw.cq_count, hw.cq_id);
         }
-        self.desc_head = 0;
-        self.desc_tail = 0;
-        self.pending = None;
-        self.deficit = 0;
-        if self.refill(self.nb_desc) != self.nb_desc {
-            self.detach();
+        st.rq_db = Doorbell::rq(hw.rq_id);
+        st.desc_head = 0;
+        st.desc_tail = 0;
+        st.pending = None;
+        st.deficit = 0;
+        let n = u32::from(self.conf.nb_desc);
+        let mut b = self.burst(st);
+        if b.refill(n) != n {
+            b.detach();
             return Err(-libc::ENOMEM);
         }
         Ok(())
     }
 
-    /// After the hardware queue is gone: frees every posted buffer.
-    pub fn detach(&mut self) -> u32 {
-        let n = self.posted();
-        while self.desc_tail != self.desc_head {
+    /// After the hardware queue is gone: frees every posted buffer and
+    /// forgets the rings. Returns how many buffers were posted.
+    pub fn detach(&self, st: &mut RxState) -> u32 {
+        self.burst(st).detach()
+    }
+
+    /// Asks the device for a completion event on the next CQE, from the
+    /// lcore that polls the queue, between bursts. False (nothing done) if
+    /// the queue is stopped or recovering, or a burst runs on it.
+    pub fn arm(&self) -> bool {
+        let Some(mut pass) = self.gate.enter() else {
+            return false;
+        };
+        let st = self.burst_state(&mut pass);
+        doorbell::arm_cq(self.conf.port_id, st.cq.id, st.cq.head, st.cq.count());
+        true
+    }
+}
+
+/// A burst's view: the state it owns and the queue's shared parts.
+struct Burst<'a> {
+    st: &'a mut RxState,
+    q: &'a RxQueue,
+}
+
+impl Burst<'_> {
+    fn stats(&self) -> &RxStats {
+        &self.q.stats
+    }
+
+    fn detach(&mut self) -> u32 {
+        let n = self.st.posted();
+        while self.st.desc_tail != self.st.desc_head {
             let m = self.take();
             // SAFETY: a posted mbuf we own.
             unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
         }
-        self.rq = WorkQueue::empty();
-        self.cq = CompQueue::empty();
-        self.mr.clear();
-        self.pending = None;
+        self.st.rq = WorkQueue::empty();
+        self.st.cq = CompQueue::empty();
+        self.st.mr.clear();
+        self.st.pending = None;
         n
-    }
-
-    /// Asks the device for a completion event on the next CQE.
-    pub fn arm(&self) {
-        let tail = gdma::cq_arm_tail(self.cq.head, self.cq.count());
-        let value = (1u64 << 63)
-            | (u64::from(tail & 0x7fff_ffff) << 32)
-            | u64::from(self.cq.id & 0xff_ffff);
-        crate::hw::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_CQ, value);
     }
 
     #[inline(always)]
     fn take(&mut self) -> *mut rte_mbuf {
-        // SAFETY: the caller checked a buffer is posted; the index is masked.
-        let m = unsafe { *self.desc.add((self.desc_tail & self.desc_mask) as usize) };
-        self.desc_tail = self.desc_tail.wrapping_add(1);
+        let st = &mut *self.st;
+        // SAFETY: the caller checked a buffer is posted; the index is masked
+        // into the descriptor array of nb_desc entries.
+        let m = unsafe { *st.desc.add((st.desc_tail & st.desc_mask) as usize) };
+        st.desc_tail = st.desc_tail.wrapping_add(1);
         // Every RX WQE is one basic unit.
-        self.rq.tail = self.rq.tail.wrapping_add(1);
+        st.rq.tail = st.rq.tail.wrapping_add(1);
         m
     }
 
     /// Allocates and posts up to `want` buffers; rings the doorbell once.
     /// Returns how many were posted.
     fn refill(&mut self, want: u32) -> u32 {
+        let (port_id, buf_len, mp) = (self.q.conf.port_id, self.q.conf.buf_len, self.q.conf.mp);
         let mut posted = 0;
         let mut bufs: [*mut rte_mbuf; REFILL_BULK] = [ptr::null_mut(); REFILL_BULK];
         'fill: while posted < want {
             let n = (want - posted).min(REFILL_BULK as u32);
             // SAFETY: `bufs` has room for `n` pointers.
-            if unsafe { ffi::mana_shim_pktmbuf_alloc_bulk(self.mp, bufs.as_mut_ptr(), n) } != 0 {
-                self.stats.nombuf.add(u64::from(want - posted));
+            if unsafe { ffi::mana_shim_pktmbuf_alloc_bulk(mp, bufs.as_mut_ptr(), n) } != 0 {
+                self.stats().nombuf.add(u64::from(want - posted));
                 break;
             }
             for (j, &m) in bufs[..n as usize].iter().enumerate() {
                 // SAFETY: freshly allocated, reset mbufs.
                 let addr = unsafe { (*m).buf_addr as usize } + ffi::RTE_PKTMBUF_HEADROOM as usize;
-                let Some(lkey) = self.mr.lkey(self.port_id, addr, self.buf_len as usize) else {
+                let Some(lkey) = self.st.mr.lkey(port_id, addr, buf_len as usize) else {
                     // The pool was registered at start; a buffer outside it
                     // cannot be posted. Give the rest back and try later.
                     let rest = &mut bufs[j..n as usize];
                     // SAFETY: these mbufs were allocated above and not posted.
                     unsafe { ffi::rte_pktmbuf_free_bulk(rest.as_mut_ptr(), rest.len() as u32) };
-                    self.stats.nombuf.add(u64::from(want - posted) - j as u64);
+                    self.stats().nombuf.add(u64::from(want - posted) - j as u64);
                     posted += j as u32;
                     break 'fill;
                 };
-                let sge = [Sge::new(addr as u64, lkey, self.buf_len)];
-                self.rq.post(RX_HEADER, &[0], &sge, 1);
-                // SAFETY: the index is masked.
-                unsafe { *self.desc.add((self.desc_head & self.desc_mask) as usize) = m };
-                self.desc_head = self.desc_head.wrapping_add(1);
+                let st = &mut *self.st;
+                let sge = [Sge::new(addr as u64, lkey, buf_len)];
+                st.rq.post(RX_HEADER, &[0], &sge, 1);
+                // SAFETY: the index is masked into the descriptor array.
+                unsafe { *st.desc.add((st.desc_head & st.desc_mask) as usize) = m };
+                st.desc_head = st.desc_head.wrapping_add(1);
             }
             posted += n;
         }
         if posted > 0 {
-            let value =
-                (u64::from(self.rq.doorbell_tail()) << 32) | u64::from(self.rq.id & 0xff_ffff);
-            crate::hw::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_RQ, value);
+            self.st.rq_db.ring(port_id, self.st.rq.doorbell_tail());
         }
         posted
     }
@@ -310,38 +354,38 @@ impl RxState {
         unsafe {
             mbuf::set_data_len(m, len);
             mbuf::set_pkt_len(m, u32::from(len));
-            mbuf::set_port(m, self.port_id);
+            mbuf::set_port(m, self.q.conf.port_id);
             (*m).ol_flags = ol;
             mbuf::set_packet_type(m, packet_type(&f));
             mbuf::set_rss_hash(m, oob.ppi[k].pkt_hash());
             mbuf::set_vlan_tci(m, if vlan { f.rx_vlan_id() } else { 0 });
         }
-        self.stats.bytes.add(u64::from(len));
-        if vlan && self.offloads.load(Ordering::Relaxed) & consts::RX_OFFLOAD_VLAN_STRIP == 0 {
+        self.stats().bytes.add(u64::from(len));
+        if vlan && self.q.offloads() & consts::RX_OFFLOAD_VLAN_STRIP == 0 {
             // The device always strips; put the tag back when not asked to.
             let mut mm = m;
             // SAFETY: a valid mbuf; on failure it is left unchanged.
             if unsafe { ffi::mana_shim_vlan_insert(&mut mm) } != 0 {
-                self.stats.vlan_reinsert_failed.add(1);
+                self.stats().vlan_reinsert_failed.add(1);
                 return false;
             }
-            // SAFETY: as above.
+            // SAFETY: the mbuf is ours (just received) and valid.
             unsafe { (*m).ol_flags &= !(ffi::RTE_MBUF_F_RX_VLAN_STRIPPED as u64) };
         }
         true
     }
 
-    fn burst(&mut self, pkts: &mut [*mut rte_mbuf]) -> usize {
+    fn run(&mut self, pkts: &mut [*mut rte_mbuf]) -> usize {
         let mut got = 0usize;
         let mut consumed = 0u32;
         while got < pkts.len() {
-            let (cqe, first) = match self.pending.take() {
+            let (cqe, first) = match self.st.pending.take() {
                 Some((c, k)) => (c, usize::from(k)),
-                None => match self.cq.poll() {
+                None => match self.st.cq.poll() {
                     Ok(Some(c)) => (c as *const Cqe, 0),
                     Ok(None) => break,
                     Err(_) => {
-                        self.stats.cq_overflow.add(1);
+                        self.stats().cq_overflow.add(1);
                         break;
                     }
                 },
@@ -355,14 +399,14 @@ impl RxState {
                 // as many buffers as it names packets (one to four), so
                 // drop that many to stay in step with the device.
                 let n = if ty == CqeType::RxTruncated as u8 {
-                    self.stats.truncated.add(1);
+                    self.stats().truncated.add(1);
                     1
                 } else {
-                    self.stats.cqe_unexpected.add(1);
+                    self.stats().cqe_unexpected.add(1);
                     cqe.rx_oob().num_packets().max(1) as u32
                 };
-                for _ in 0..n.min(self.posted()) {
-                    self.stats.errors.add(1);
+                for _ in 0..n.min(self.st.posted()) {
+                    self.stats().errors.add(1);
                     let m = self.take();
                     consumed += 1;
                     // SAFETY: the buffer of the failed completion is ours.
@@ -374,11 +418,11 @@ impl RxState {
             let mut k = first;
             while k < gdma::RX_OOB_NUM_PPI && oob.ppi[k].pkt_len() != 0 {
                 if got == pkts.len() {
-                    self.pending = Some((cqe, k as u8));
+                    self.st.pending = Some((cqe, k as u8));
                     break;
                 }
-                if self.posted() == 0 {
-                    self.stats.cqe_unexpected.add(1);
+                if self.st.posted() == 0 {
+                    self.stats().cqe_unexpected.add(1);
                     break;
                 }
                 let m = self.take();
@@ -388,17 +432,17 @@ impl RxState {
                     pkts[got] = m;
                     got += 1;
                 } else {
-                    self.stats.errors.add(1);
+                    self.stats().errors.add(1);
                     // SAFETY: ours to free.
                     unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
                 }
             }
         }
-        self.stats.packets.add(got as u64);
-        let want = consumed + self.deficit;
+        self.stats().packets.add(got as u64);
+        let want = consumed + self.st.deficit;
         if want > 0 {
             let posted = self.refill(want);
-            self.deficit = want - posted;
+            self.st.deficit = want - posted;
         }
         got
     }
@@ -455,14 +499,15 @@ pub static PTYPES: [u32; 7] = [
 /// # Safety
 /// Called by DPDK with a queue of this driver and room for `n` mbufs.
 pub unsafe extern "C" fn rx_burst(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u16) -> u16 {
-    // SAFETY: DPDK passes our queue; one thread per queue at a time.
-    let RxQueue { gate, st: q } = unsafe { &mut *(q as *mut RxQueue) };
-    let Some(_pass) = gate.enter() else {
+    // SAFETY: DPDK passes one of our queues, live while the port is.
+    let q = unsafe { &*(q as *const RxQueue) };
+    let Some(mut pass) = q.gate.enter() else {
         return 0;
     };
+    let st = q.burst_state(&mut pass);
     // SAFETY: `pkts` has room for `n` pointers.
     let pkts = unsafe { std::slice::from_raw_parts_mut(pkts, usize::from(n)) };
-    q.burst(pkts) as u16
+    q.burst(st).run(pkts) as u16
 }
 
 /// `rx_queue_count`: completions waiting (an upper bound for coalesced ones
@@ -471,13 +516,14 @@ pub unsafe extern "C" fn rx_burst(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u
 /// # Safety
 /// As [`rx_burst`].
 pub unsafe extern "C" fn rx_queue_count(q: *mut c_void) -> u32 {
-    // SAFETY: DPDK passes our queue.
+    // SAFETY: DPDK passes one of our queues.
     let q = unsafe { &*(q as *const RxQueue) };
     // The gate keeps the rings from being torn down under us by a reset.
-    let Some(_pass) = q.gate.enter() else {
+    let Some(mut pass) = q.gate.enter() else {
         return 0;
     };
-    q.cq.ready_count(q.posted())
+    let st = q.burst_state(&mut pass);
+    st.cq.ready_count(st.posted())
 }
 
 /// `rx_descriptor_status`: DONE if the buffer `offset` places after the next
@@ -486,20 +532,21 @@ pub unsafe extern "C" fn rx_queue_count(q: *mut c_void) -> u32 {
 /// # Safety
 /// As [`rx_burst`].
 pub unsafe extern "C" fn rx_descriptor_status(q: *mut c_void, offset: u16) -> c_int {
-    // SAFETY: DPDK passes our queue.
+    // SAFETY: DPDK passes one of our queues.
     let q = unsafe { &*(q as *const RxQueue) };
-    let offset = u32::from(offset);
-    if offset >= q.nb_desc {
+    if offset >= q.conf.nb_desc {
         return -libc::EINVAL;
     }
     // A stopped or recovering queue receives nothing.
-    let Some(_pass) = q.gate.enter() else {
+    let Some(mut pass) = q.gate.enter() else {
         return ffi::RTE_ETH_RX_DESC_UNAVAIL as c_int;
     };
-    if offset >= q.posted() {
+    let st = q.burst_state(&mut pass);
+    let offset = u32::from(offset);
+    if offset >= st.posted() {
         return ffi::RTE_ETH_RX_DESC_UNAVAIL as c_int;
     }
-    if offset < q.cq.ready_count(q.posted()) {
+    if offset < st.cq.ready_count(st.posted()) {
         ffi::RTE_ETH_RX_DESC_DONE as c_int
     } else {
         ffi::RTE_ETH_RX_DESC_AVAIL as c_int

@@ -5,15 +5,18 @@
 //! A `TxQueue` lives in DPDK shared memory (`rte_zmalloc_socket`) so that
 //! secondary processes can use it; it holds plain data only.
 
-use crate::control::mr;
-use crate::dataplane::gate::Gate;
-use crate::dataplane::stats::Counter;
-use crate::ffi::consts;
+use super::gate::{Gate, Pass};
+use super::mr_cache;
+use super::queue::{alloc_queue_mem, free_queue_mem, ControlToken, DataQueue};
+use super::stats::Counter;
+use super::tx_prepare::Tso;
 use crate::ffi::{self, mbuf, rte_mbuf};
+use crate::hw::doorbell::Doorbell;
 use crate::hw::ring::{CompQueue, WorkQueue};
 use gdma::{CqeType, Sge, TxLongOob, TxShortOob, WqeHeader};
+use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
-use std::ptr;
+use std::ptr::{self, NonNull};
 
 /// One in-flight send: the mbuf chain and the ring space of its WQE.
 #[derive(Clone, Copy)]
@@ -57,29 +60,33 @@ pub struct TxStats {
     pub cq_overflow: Counter,
 }
 
-/// A queue: its burst gate and the state the burst owns while inside it.
+/// What a transmit queue was set up with; fixed for its life.
+#[repr(C)]
+pub struct TxConf {
+    pub port_id: u16,
+    pub queue_id: u16,
+    pub socket: c_int,
+    pub nb_desc: u16,
+    pub offloads: u64,
+    pub conf: ffi::rte_eth_txconf,
+}
+
+/// A transmit queue (in DPDK shared memory, plain data only).
 #[repr(C, align(64))]
 pub struct TxQueue {
-    pub gate: Gate,
-    pub st: TxState,
+    gate: Gate,
+    /// Reached only through [`TxQueue::burst_state`] and
+    /// [`TxQueue::state_mut`] (see `queue`).
+    state: UnsafeCell<TxState>,
+    pub stats: TxStats,
+    pub conf: TxConf,
 }
 
-impl std::ops::Deref for TxQueue {
-    type Target = TxState;
-    fn deref(&self) -> &TxState {
-        &self.st
-    }
-}
-
-impl std::ops::DerefMut for TxQueue {
-    fn deref_mut(&mut self) -> &mut TxState {
-        &mut self.st
-    }
-}
-
+/// The state a burst owns: the rings and the sends in flight.
 #[repr(C)]
 pub struct TxState {
     sq: WorkQueue,
+    sq_db: Doorbell,
     cq: CompQueue,
     desc: *mut Desc,
     desc_mask: u32,
@@ -92,13 +99,7 @@ pub struct TxState {
     /// The vPort offset does not fit the short OOB: always use the long one.
     long_vp: Option<u16>,
     max_sge: u32,
-    pub mr: mr::Cache,
-    pub stats: TxStats,
-    pub port_id: u16,
-    pub queue_id: u16,
-    pub socket: c_int,
-    pub offloads: u64,
-    pub conf: ffi::rte_eth_txconf,
+    mr: mr_cache::Cache,
 }
 
 /// What `start` needs from the verbs objects (`manadv_init_obj`).
@@ -110,163 +111,205 @@ pub struct TxHw {
     pub cq_count: u32,
     pub cq_id: u32,
     pub vp_offset: u32,
-    pub db_page: *mut u8,
     pub max_sge: u32,
 }
 
 impl TxQueue {
-    /// Allocates a queue and its descriptor ring on `socket`.
-    pub fn alloc(
-        port_id: u16,
-        queue_id: u16,
-        nb_desc: u16,
-        socket: c_int,
-        conf: &ffi::rte_eth_txconf,
-        offloads: u64,
-    ) -> Option<*mut TxQueue> {
-        debug_assert!(nb_desc.is_power_of_two());
-        let (q, desc) =
-            crate::control::queues::alloc_queue_mem::<TxQueue, Desc>(c"mana_txq", nb_desc, socket)?;
-        // SAFETY: fresh memory for one queue and nb_desc descriptors.
+    /// Allocates a queue and its descriptor ring on the configured socket.
+    pub fn alloc(conf: TxConf) -> Option<NonNull<TxQueue>> {
+        debug_assert!(conf.nb_desc.is_power_of_two());
+        let (q, desc) = alloc_queue_mem::<TxQueue, Desc>(c"mana_txq", conf.nb_desc, conf.socket)?;
+        let nb_desc = u32::from(conf.nb_desc);
+        // SAFETY: fresh memory for one queue, written before anyone sees it.
         unsafe {
             ptr::write(
                 q,
                 TxQueue {
                     gate: Gate::new(),
-                    st: TxState {
+                    state: UnsafeCell::new(TxState {
                         sq: WorkQueue::empty(),
+                        sq_db: Doorbell::default(),
                         cq: CompQueue::empty(),
                         desc,
-                        desc_mask: u32::from(nb_desc) - 1,
+                        desc_mask: nb_desc - 1,
                         desc_head: 0,
                         desc_tail: 0,
                         desc_len: 0,
-                        nb_desc: u32::from(nb_desc),
+                        nb_desc,
                         oob_template: TxShortOob::new(),
                         long_vp: None,
                         max_sge: 1,
-                        mr: mr::Cache::new(),
-                        stats: TxStats::default(),
-                        port_id,
-                        queue_id,
-                        socket,
-                        offloads,
-                        conf: *conf,
-                    },
+                        mr: mr_cache::Cache::new(),
+                    }),
+                    stats: TxStats::default(),
+                    conf,
                 },
             );
-            Some(q)
         }
+        NonNull::new(q)
+    }
+
+    /// The burst state, for the burst holding the gate's pass.
+    #[inline(always)]
+    fn burst_state<'a>(&'a self, _pass: &'a mut Pass<'_>) -> &'a mut TxState {
+        // SAFETY: a pass is held by one thread at a time and excludes every
+        // other access to the state (bursts need a pass; control code needs
+        // the gate closed, which a live pass prevents); borrowing the pass
+        // mutably for as long as the state keeps a second reference out.
+        unsafe { &mut *self.state.get() }
+    }
+
+    /// The burst state for control code: only with the gate closed (no
+    /// burst inside, none can enter) and the port's control token borrowed.
+    pub fn state_mut<'a>(&'a self, _token: &'a mut ControlToken) -> Option<&'a mut TxState> {
+        // SAFETY: a closed gate excludes bursts, the token excludes other
+        // control paths, and the borrow of the token keeps this unique.
+        self.gate
+            .is_closed()
+            .then(|| unsafe { &mut *self.state.get() })
+    }
+
+    /// The view a burst works through.
+    fn burst<'a>(&'a self, st: &'a mut TxState) -> Burst<'a> {
+        Burst { st, q: self }
     }
 
     /// Reaps the completions the device has written, unless a burst is
     /// running: sends are counted when posted and taken back when their
     /// error completion is reaped, so a queue nobody polls (forwarding
     /// stopped) would keep counting what the device dropped as sent. Called
-    /// before statistics are read.
-    ///
-    /// # Safety
-    /// `q` came from [`TxQueue::alloc`] and is not freed during the call.
-    pub unsafe fn settle(q: *mut TxQueue) {
-        // SAFETY: per the contract `q` is live; the gate's pass excludes
-        // every burst (and other settlers), so the state is ours while held.
-        unsafe {
-            if let Some(_pass) = (*q).gate.enter() {
-                (*q).st.reap();
-            }
+    /// before statistics are read, in any process.
+    pub fn settle(&self) {
+        if let Some(mut pass) = self.gate.enter() {
+            let st = self.burst_state(&mut pass);
+            self.burst(st).reap();
         }
-    }
-
-    /// Frees a stopped queue.
-    ///
-    /// # Safety
-    /// `q` came from [`TxQueue::alloc`], is stopped, and no burst uses it.
-    pub unsafe fn free(q: *mut TxQueue) {
-        // SAFETY: per the contract.
-        unsafe {
-            (*q).st.detach();
-            crate::control::queues::free_queue_mem(q, (*q).st.desc);
-        }
-    }
-}
-
-impl TxState {
-    pub fn nb_desc(&self) -> u16 {
-        self.nb_desc as u16
     }
 
     /// Attaches the rings of freshly created verbs objects.
     ///
     /// # Safety
-    /// The buffers stay valid until [`TxQueue::detach`]; the gate is closed.
-    pub unsafe fn attach(&mut self, hw: &TxHw) {
-        // SAFETY: per the contract.
+    /// The rings of `hw` stay valid until [`TxQueue::detach`].
+    pub unsafe fn attach(&self, st: &mut TxState, hw: &TxHw) {
+        // SAFETY: the caller keeps the rings valid until detach.
         unsafe {
-            self.sq = WorkQueue::new(hw.sq_buf, hw.sq_size, hw.sq_id);
-            self.cq = CompQueue::new(hw.cq_buf, hw.cq_count, hw.cq_id);
+            st.sq = WorkQueue::new(hw.sq_buf, hw.sq_size, hw.sq_id);
+            st.cq = CompQueue::new(hw.cq_buf, hw.cq_count, hw.cq_id);
         }
+        st.sq_db = Doorbell::sq(hw.sq_id);
         let (vp_short, long_vp) = match u8::try_from(hw.vp_offset) {
             Ok(v) => (v, None),
             Err(_) => (0, Some(hw.vp_offset as u16)),
         };
-        self.oob_template = TxShortOob::new()
+        st.oob_template = TxShortOob::new()
             .with_vcq_num(hw.cq_id & 0xff_ffff)
             .with_vsq_frame(gdma::vsq_frame(hw.sq_id))
             .with_short_vp_offset(vp_short);
-        self.long_vp = long_vp;
-        self.max_sge = hw.max_sge.clamp(1, gdma::MAX_TX_WQE_SGES as u32);
-        self.desc_head = 0;
-        self.desc_tail = 0;
-        self.desc_len = 0;
+        st.long_vp = long_vp;
+        st.max_sge = hw.max_sge.clamp(1, gdma::MAX_TX_WQE_SGES as u32);
+        st.desc_head = 0;
+        st.desc_tail = 0;
+        st.desc_len = 0;
     }
 
     /// After the hardware queue is gone: frees every mbuf still in flight
     /// (they will never complete) and forgets the rings. Returns how many.
-    pub fn detach(&mut self) -> u32 {
-        let n = self.desc_len;
-        while self.desc_len > 0 {
+    pub fn detach(&self, st: &mut TxState) -> u32 {
+        self.burst(st).detach()
+    }
+
+    /// Reaps completions with the gate closed (stopping, draining).
+    pub fn reap(&self, st: &mut TxState) -> u32 {
+        self.burst(st).reap()
+    }
+}
+
+impl TxState {
+    pub fn in_flight(&self) -> u32 {
+        self.desc_len
+    }
+}
+
+impl DataQueue for TxQueue {
+    const KIND: &'static str = "tx";
+    fn gate(&self) -> &Gate {
+        &self.gate
+    }
+    fn nb_desc(&self) -> u16 {
+        self.conf.nb_desc
+    }
+    fn socket(&self) -> c_int {
+        self.conf.socket
+    }
+    fn deferred_start(&self) -> bool {
+        self.conf.conf.tx_deferred_start != 0
+    }
+    unsafe fn free(q: NonNull<TxQueue>) {
+        // SAFETY: the caller gives us a closed queue nobody uses any more,
+        // so its state is ours alone; its memory came from `alloc`.
+        unsafe {
+            let st = &mut *q.as_ref().state.get();
+            q.as_ref().burst(st).detach();
+            free_queue_mem(q.as_ptr(), st.desc);
+        }
+    }
+}
+
+/// A burst's view: the state it owns and the queue's shared parts.
+struct Burst<'a> {
+    st: &'a mut TxState,
+    q: &'a TxQueue,
+}
+
+impl Burst<'_> {
+    /// After the hardware queue is gone: frees every mbuf still in flight
+    /// (they will never complete) and forgets the rings. Returns how many.
+    fn detach(&mut self) -> u32 {
+        let n = self.st.desc_len;
+        while self.st.desc_len > 0 {
             let d = self.take_desc();
             // Counted as sent when posted; they never reached the wire.
-            self.stats.packets.sub(u64::from(d.wire_packets));
-            self.stats.bytes.sub(u64::from(d.wire_bytes));
-            self.stats.errors.add(u64::from(d.wire_packets));
+            self.q.stats.packets.sub(u64::from(d.wire_packets));
+            self.q.stats.bytes.sub(u64::from(d.wire_bytes));
+            self.q.stats.errors.add(u64::from(d.wire_packets));
             // SAFETY: the mbuf was handed to us by tx_burst and not freed.
             unsafe { ffi::rte_pktmbuf_free_bulk(&mut { d.mbuf }, 1) };
         }
-        self.sq = WorkQueue::empty();
-        self.cq = CompQueue::empty();
-        self.mr.clear();
+        self.st.sq = WorkQueue::empty();
+        self.st.cq = CompQueue::empty();
+        self.st.mr.clear();
         n
-    }
-
-    pub fn in_flight(&self) -> u32 {
-        self.desc_len
     }
 
     #[inline(always)]
     fn take_desc(&mut self) -> Desc {
         // SAFETY: the caller checked desc_len > 0; the index is masked.
-        let d = unsafe { *self.desc.add((self.desc_tail & self.desc_mask) as usize) };
-        self.desc_tail = self.desc_tail.wrapping_add(1);
-        self.desc_len -= 1;
-        self.sq.tail = self.sq.tail.wrapping_add(u32::from(d.bu));
+        let d = unsafe {
+            *self
+                .st
+                .desc
+                .add((self.st.desc_tail & self.st.desc_mask) as usize)
+        };
+        self.st.desc_tail = self.st.desc_tail.wrapping_add(1);
+        self.st.desc_len -= 1;
+        self.st.sq.tail = self.st.sq.tail.wrapping_add(u32::from(d.bu));
         d
     }
 
     /// Processes every available completion, freeing the sent mbufs in
     /// bulk. Returns the number of packets completed.
-    pub fn reap(&mut self) -> u32 {
+    fn reap(&mut self) -> u32 {
         const BULK: usize = 64;
         let mut done: [*mut rte_mbuf; BULK] = [ptr::null_mut(); BULK];
         let mut n_done = 0usize;
         let mut completed = 0u32;
         let (mut unsent, mut unsent_bytes) = (0u64, 0u64);
         loop {
-            let ty = match self.cq.poll() {
+            let ty = match self.st.cq.poll() {
                 Ok(Some(cqe)) => cqe.header().cqe_type_raw(),
                 Ok(None) => break,
                 Err(_) => {
-                    self.stats.cq_overflow.add(1);
+                    self.q.stats.cq_overflow.add(1);
                     break;
                 }
             };
@@ -281,24 +324,24 @@ impl TxState {
                 match CqeType::from_raw(ty) {
                     Some(t) if t.is_tx() => {
                         let i = usize::from(ty - CqeType::TxOkay as u8).min(TX_ERR_KINDS - 1);
-                        self.stats.cqe_errors[i].add(1);
+                        self.q.stats.cqe_errors[i].add(1);
                     }
                     _ => {
-                        self.stats.cqe_unexpected.add(1);
+                        self.q.stats.cqe_unexpected.add(1);
                         whole_run = true;
                     }
                 }
             }
             loop {
-                if self.desc_len == 0 {
-                    self.stats.cqe_unexpected.add(1);
+                if self.st.desc_len == 0 {
+                    self.q.stats.cqe_unexpected.add(1);
                     break;
                 }
                 let d = self.take_desc();
                 completed += 1;
                 if !ok {
                     // Counted as sent when posted; the device dropped it.
-                    self.stats.errors.add(1);
+                    self.q.stats.errors.add(1);
                     unsent += u64::from(d.wire_packets);
                     unsent_bytes += u64::from(d.wire_bytes);
                 }
@@ -318,14 +361,14 @@ impl TxState {
             // SAFETY: as above.
             unsafe { ffi::rte_pktmbuf_free_bulk(done.as_mut_ptr(), n_done as u32) };
         }
-        self.stats.packets.sub(unsent);
-        self.stats.bytes.sub(unsent_bytes);
+        self.q.stats.packets.sub(unsent);
+        self.q.stats.bytes.sub(unsent_bytes);
         completed
     }
 
     fn drop_packet(&mut self, m: *mut rte_mbuf, why: DropReason) {
-        self.stats.drops[why as usize].add(1);
-        self.stats.errors.add(1);
+        self.q.stats.drops[why as usize].add(1);
+        self.q.stats.errors.add(1);
         // SAFETY: the packet was handed to us and is freed exactly once.
         unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
     }
@@ -339,17 +382,17 @@ impl TxState {
         let n = pkts.len();
         let mut i = 0;
         let (mut sent, mut sent_bytes) = (0u64, 0u64);
-        while i < n && self.desc_len < self.nb_desc {
+        while i < n && self.st.desc_len < self.st.nb_desc {
             let mut m = pkts[i];
             // SAFETY: tx_burst's caller hands us valid mbuf chains.
             let mut nb_segs = u32::from(unsafe { mbuf::nb_segs(m) });
             // SAFETY: as above.
             let tso = unsafe { (*m).ol_flags } & ffi::RTE_MBUF_F_TX_TCP_SEG != 0;
             // TSO puts the headers alone in SGE 0: one more SGE at most.
-            if nb_segs + u32::from(tso) > self.max_sge {
+            if nb_segs + u32::from(tso) > self.st.max_sge {
                 match linearize(m) {
                     Some(l) => {
-                        self.stats.linearized.add(1);
+                        self.q.stats.linearized.add(1);
                         m = l;
                         pkts[i] = l;
                         nb_segs = 1;
@@ -371,7 +414,7 @@ impl TxState {
                 )
             };
             let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
-            let long = self.long_vp.is_some() || vlan;
+            let long = self.st.long_vp.is_some() || vlan;
             let oob_words = if long { 3 } else { 1 };
             let tso = if tso {
                 match Tso::of(m, ol, tx_offload) {
@@ -387,7 +430,7 @@ impl TxState {
             };
             let num_sge = nb_segs + tso.map_or(0, |t| u32::from(t.split));
             let bu = gdma::wqe_size_bu(oob_words * 8, num_sge as usize);
-            if self.sq.free_bu() < bu {
+            if self.st.sq.free_bu() < bu {
                 break;
             }
             let Some(()) = self.fill_sgl(m, nb_segs, tso, &mut sgl) else {
@@ -397,7 +440,7 @@ impl TxState {
             };
             let suppressed = i + 1 < n;
             let mut oob = [
-                tx_oob(self.oob_template, ol, tx_offload, suppressed, long),
+                tx_oob(self.st.oob_template, ol, tx_offload, suppressed, long),
                 0,
                 0,
             ];
@@ -431,7 +474,7 @@ impl TxState {
                 if vlan {
                     l = l.with_vlan_tci(vlan_tci);
                 }
-                if let Some(vp) = self.long_vp {
+                if let Some(vp) = self.st.long_vp {
                     l = l.with_long_vp_offset(vp);
                 }
                 let l = l.into_bits().get();
@@ -439,12 +482,16 @@ impl TxState {
                 oob[2] = (l >> 64) as u64;
             }
             last_oob = self
+                .st
                 .sq
                 .post(header, &oob[..oob_words], &sgl[..num_sge as usize], bu);
             last_suppressed = suppressed;
             // SAFETY: the index is masked into the ring.
             unsafe {
-                *self.desc.add((self.desc_head & self.desc_mask) as usize) = Desc {
+                *self
+                    .st
+                    .desc
+                    .add((self.st.desc_head & self.st.desc_mask) as usize) = Desc {
                     mbuf: m,
                     wire_bytes,
                     wire_packets: wire_packets.min(u32::from(u16::MAX)) as u16,
@@ -452,16 +499,16 @@ impl TxState {
                     suppressed,
                 };
             }
-            self.desc_head = self.desc_head.wrapping_add(1);
-            self.desc_len += 1;
+            self.st.desc_head = self.st.desc_head.wrapping_add(1);
+            self.st.desc_len += 1;
             sent += u64::from(wire_packets);
             sent_bytes += u64::from(wire_bytes);
             i += 1;
         }
         // Counted when the device takes them (so counters agree with the
         // device's whenever the queue is idle); errors are taken back at reap.
-        self.stats.packets.add(sent);
-        self.stats.bytes.add(sent_bytes);
+        self.q.stats.packets.add(sent);
+        self.q.stats.bytes.add(sent_bytes);
         if !last_oob.is_null() {
             if last_suppressed {
                 // The burst ended early: the last WQE must produce a CQE, or
@@ -471,8 +518,9 @@ impl TxState {
                 unsafe {
                     *last_oob &= !0x80;
                     let d = self
+                        .st
                         .desc
-                        .add((self.desc_head.wrapping_sub(1) & self.desc_mask) as usize);
+                        .add((self.st.desc_head.wrapping_sub(1) & self.st.desc_mask) as usize);
                     (*d).suppressed = false;
                 }
             }
@@ -502,7 +550,7 @@ impl TxState {
                     (*seg).next,
                 )
             };
-            let lkey = self.mr.lkey(self.port_id, addr, len as usize)?;
+            let lkey = self.st.mr.lkey(self.q.conf.port_id, addr, len as usize)?;
             match tso {
                 Some(t) if j == 0 && t.split => {
                     let h = u32::from(t.hdr_len);
@@ -522,63 +570,9 @@ impl TxState {
 
     #[inline(always)]
     fn ring_doorbell(&mut self) {
-        let value = (u64::from(self.sq.doorbell_tail()) << 32) | u64::from(self.sq.id & 0xff_ffff);
-        crate::hw::ring::doorbell(self.port_id, gdma::DOORBELL_OFFSET_SQ, value);
-    }
-}
-
-/// A TCP segmentation request, as the device takes it.
-#[derive(Clone, Copy)]
-struct Tso {
-    hdr_len: u8,
-    mss: u16,
-    trans_off: u16,
-    /// The first segment holds payload after the headers: split it.
-    split: bool,
-}
-
-impl Tso {
-    /// The segmentation a `TX_TCP_SEG` mbuf asks for: `Ok(None)` when it
-    /// carries no payload (a plain send does), `Err` when the device cannot
-    /// take it.
-    fn of(m: *mut rte_mbuf, ol: u64, tx_offload: u64) -> Result<Option<Tso>, ()> {
-        let l2 = tx_offload & 0x7f;
-        let l3 = (tx_offload >> 7) & 0x1ff;
-        let l4 = (tx_offload >> 16) & 0xff;
-        let mss = (tx_offload >> 24) & 0xffff;
-        let hdr = l2 + l3 + l4;
-        // SAFETY: a valid mbuf handed to tx_burst.
-        let (first, pkt_len) =
-            unsafe { (u64::from(mbuf::data_len(m)), u64::from(mbuf::pkt_len(m))) };
-        let ip = ol & (ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_IPV6) != 0;
-        if !ip
-            || l2 == 0
-            || l3 == 0
-            || l4 < 20
-            || hdr > 255
-            || first < hdr
-            || mss == 0
-            || mss > 0x3fff
-        {
-            return Err(());
-        }
-        if pkt_len == hdr {
-            return Ok(None);
-        }
-        Ok(Some(Tso {
-            hdr_len: hdr as u8,
-            mss: mss as u16,
-            trans_off: (l2 + l3) as u16,
-            split: first > hdr,
-        }))
-    }
-
-    /// Packets and bytes the device puts on the wire for a `pkt_len` send.
-    fn wire(&self, pkt_len: u32) -> (u32, u32) {
-        let hdr = u32::from(self.hdr_len);
-        let payload = pkt_len.saturating_sub(hdr).max(1);
-        let segs = payload.div_ceil(u32::from(self.mss));
-        (segs, pkt_len + (segs - 1) * hdr)
+        self.st
+            .sq_db
+            .ring(self.q.conf.port_id, self.st.sq.doorbell_tail());
     }
 }
 
@@ -684,158 +678,54 @@ fn linearize(m: *mut rte_mbuf) -> Option<*mut rte_mbuf> {
 /// # Safety
 /// Called by DPDK with a queue of this driver and `n` valid mbuf pointers.
 pub unsafe extern "C" fn tx_burst(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u16) -> u16 {
-    // SAFETY: DPDK passes our queue; one thread per queue at a time.
-    let TxQueue { gate, st: q } = unsafe { &mut *(q as *mut TxQueue) };
-    let Some(_pass) = gate.enter() else {
+    // SAFETY: DPDK passes one of our queues, live while the port is.
+    let q = unsafe { &*(q as *const TxQueue) };
+    let Some(mut pass) = q.gate.enter() else {
         return 0;
     };
-    q.reap();
+    let st = q.burst_state(&mut pass);
+    let mut b = q.burst(st);
+    b.reap();
     if n == 0 {
         return 0;
     }
     // SAFETY: `pkts` holds `n` mbufs owned by the caller until we return.
     let pkts = unsafe { std::slice::from_raw_parts_mut(pkts, usize::from(n)) };
-    q.post(pkts) as u16
-}
-
-/// `eth_tx_prep_t`: checks each packet's offload requests and writes the
-/// pseudo-header checksum the device expects for L4 checksum offload.
-///
-/// # Safety
-/// As [`tx_burst`].
-pub unsafe extern "C" fn tx_prepare(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u16) -> u16 {
-    // SAFETY: DPDK passes our queue and `n` valid mbufs.
-    let (q, pkts) = unsafe {
-        (
-            &*(q as *const TxQueue),
-            std::slice::from_raw_parts(pkts, usize::from(n)),
-        )
-    };
-    for (i, &m) in pkts.iter().enumerate() {
-        // SAFETY: a valid mbuf.
-        if let Err(e) = unsafe { prepare_one(q, m) } {
-            // SAFETY: sets this lcore's rte_errno.
-            unsafe { ffi::mana_shim_set_errno(e) };
-            return i as u16;
-        }
-    }
-    n
-}
-
-const UNSUPPORTED_TX_FLAGS: u64 = ffi::RTE_MBUF_F_TX_UDP_SEG
-    | ffi::RTE_MBUF_F_TX_TUNNEL_MASK
-    | ffi::RTE_MBUF_F_TX_OUTER_IP_CKSUM
-    | ffi::RTE_MBUF_F_TX_OUTER_IPV4
-    | ffi::RTE_MBUF_F_TX_OUTER_IPV6;
-
-/// # Safety
-/// `m` is a valid, writable mbuf.
-unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
-    // SAFETY: per the contract.
-    let (ol, tx_offload, nb_segs, data_len, data) = unsafe {
-        (
-            (*m).ol_flags,
-            mbuf::tx_offload(m),
-            mbuf::nb_segs(m),
-            usize::from(mbuf::data_len(m)),
-            ((*m).buf_addr as *mut u8).add(usize::from(mbuf::data_off(m))),
-        )
-    };
-    if ol & UNSUPPORTED_TX_FLAGS != 0
-        || ol & ffi::RTE_MBUF_F_TX_L4_MASK == ffi::RTE_MBUF_F_TX_SCTP_CKSUM
-    {
-        return Err(libc::ENOTSUP);
-    }
-    if u32::from(nb_segs) > gdma::MAX_TX_WQE_SGES as u32
-        && q.offloads & consts::TX_OFFLOAD_MULTI_SEGS == 0
-    {
-        return Err(libc::EINVAL);
-    }
-    let tso = ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0;
-    // Segmentation implies the TCP checksum (DPDK's rule).
-    let l4 = if tso {
-        ffi::RTE_MBUF_F_TX_TCP_CKSUM
-    } else {
-        ol & ffi::RTE_MBUF_F_TX_L4_MASK
-    };
-    let want_ip = ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0;
-    if l4 == 0 && !want_ip {
-        return Ok(());
-    }
-    if tso && Tso::of(m, ol, tx_offload).is_err() {
-        return Err(libc::EINVAL);
-    }
-    let l2 = (tx_offload & 0x7f) as usize;
-    let l3 = ((tx_offload >> 7) & 0x1ff) as usize;
-    let ipv4 = ol & ffi::RTE_MBUF_F_TX_IPV4 != 0;
-    let ipv6 = ol & ffi::RTE_MBUF_F_TX_IPV6 != 0;
-    if want_ip && !ipv4 {
-        return Err(libc::EINVAL);
-    }
-    let l4_hdr = match l4 {
-        ffi::RTE_MBUF_F_TX_TCP_CKSUM => 20,
-        ffi::RTE_MBUF_F_TX_UDP_CKSUM => 8,
-        _ => 0,
-    };
-    // The headers must sit in the first segment for the device to parse them.
-    if l2 == 0 || l3 == 0 || l2 + l3 + l4_hdr > data_len || (l4 != 0 && !(ipv4 || ipv6)) {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: the headers lie within the first segment (checked above).
-    let hdr = unsafe { std::slice::from_raw_parts_mut(data, l2 + l3 + l4_hdr) };
-    if want_ip || (tso && ipv4) {
-        hdr[l2 + 10] = 0;
-        hdr[l2 + 11] = 0;
-    }
-    if tso {
-        // The device writes each segment's length: it wants 0 here, and a
-        // pseudo-header sum without length (as the kernel driver sends).
-        let at = if ipv4 { l2 + 2 } else { l2 + 4 };
-        hdr[at..at + 2].fill(0);
-    }
-    if l4 != 0 {
-        let phdr = if ipv4 {
-            crate::dataplane::csum::ipv4_pseudo(&hdr[l2..l2 + l3])
-        } else {
-            crate::dataplane::csum::ipv6_pseudo(&hdr[l2..l2 + l3])
-        };
-        let at = l2 + l3 + if l4_hdr == 20 { 16 } else { 6 };
-        hdr[at..at + 2].copy_from_slice(&phdr.to_be_bytes());
-    }
-    Ok(())
+    b.post(pkts) as u16
 }
 
 /// `tx_done_cleanup`: reaps completions; returns how many packets were freed.
 ///
 /// # Safety
-/// As [`tx_burst`].
+/// Called by DPDK with a queue of this driver.
 pub unsafe extern "C" fn tx_done_cleanup(q: *mut c_void, _free_cnt: u32) -> c_int {
-    // SAFETY: DPDK passes our queue.
-    let TxQueue { gate, st: q } = unsafe { &mut *(q as *mut TxQueue) };
-    let Some(_pass) = gate.enter() else {
+    // SAFETY: DPDK passes one of our queues.
+    let q = unsafe { &*(q as *const TxQueue) };
+    let Some(mut pass) = q.gate.enter() else {
         return 0;
     };
-    q.reap() as c_int
+    let st = q.burst_state(&mut pass);
+    q.burst(st).reap() as c_int
 }
 
 /// `tx_descriptor_status`: whether the descriptor `offset` places after the
 /// next free one is still owned by the device.
 ///
 /// # Safety
-/// As [`tx_burst`].
+/// Called by DPDK with a queue of this driver.
 pub unsafe extern "C" fn tx_descriptor_status(q: *mut c_void, offset: u16) -> c_int {
-    // SAFETY: DPDK passes our queue.
+    // SAFETY: DPDK passes one of our queues.
     let q = unsafe { &*(q as *const TxQueue) };
-    let offset = u32::from(offset);
-    if offset >= q.nb_desc {
+    if offset >= q.conf.nb_desc {
         return -libc::EINVAL;
     }
     // A stopped queue has completed its sends; a recovering one frees them.
-    let Some(_pass) = q.gate.enter() else {
+    let Some(mut pass) = q.gate.enter() else {
         return ffi::RTE_ETH_TX_DESC_DONE as c_int;
     };
+    let st = q.burst_state(&mut pass);
     // Counting back from the head: the last `desc_len` slots are in flight.
-    if q.nb_desc - offset <= q.desc_len {
+    if u32::from(q.conf.nb_desc - offset) <= st.desc_len {
         ffi::RTE_ETH_TX_DESC_FULL as c_int
     } else {
         ffi::RTE_ETH_TX_DESC_DONE as c_int

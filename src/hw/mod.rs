@@ -2,6 +2,7 @@
 //! rings in memory, the doorbell page, and the sysfs files that describe
 //! the PCI function and its ports.
 
+pub mod doorbell;
 pub mod mac;
 pub mod ring;
 pub mod sysfs;

@@ -3,7 +3,7 @@
 //! rings are allocated by libmana through our allocator and live until the
 //! verbs objects are destroyed; queues hold them only while started.
 
-use gdma::{Cqe, CqeState, WQE_BU_SIZE};
+use gdma::{cqe_state_lap, Cqe, CqeInfo, CqeState, WQE_BU_SIZE};
 use std::ptr;
 use std::sync::atomic::{fence, Ordering};
 
@@ -151,25 +151,34 @@ impl CompQueue {
         self.count
     }
 
+    /// The CQE at consumer index `index`, and its owner bits.
+    #[inline(always)]
+    fn owner_at(&self, index: u32) -> (*const Cqe, u8) {
+        let slot = (index & (self.count - 1)) as usize;
+        // SAFETY: `slot < count`, inside the ring `new` was given.
+        let cqe = unsafe { self.buf.add(slot) };
+        // SAFETY: an aligned dword of that CQE; the device writes the info
+        // dword last, and a volatile read keeps the compiler from caching it
+        // across polls.
+        let raw = unsafe { ptr::read_volatile(ptr::addr_of!((*cqe).info) as *const u32) };
+        (cqe, CqeInfo::from_raw(u32::from_le(raw)).owner_bits())
+    }
+
     /// The next completion, if the device has written one.
     #[inline(always)]
     pub fn poll(&mut self) -> Result<Option<&Cqe>, Overflow> {
-        let slot = (self.head & (self.count - 1)) as usize;
-        // SAFETY: `slot < count`; the device writes the info dword last, and
-        // a volatile read keeps the compiler from caching it across polls.
-        let cqe = unsafe { &*self.buf.add(slot) };
-        // SAFETY: an aligned dword of that CQE.
-        let info = unsafe { ptr::read_volatile(ptr::addr_of!(cqe.info) as *const u32) };
-        let owner = (u32::from_le(info) >> 29) as u8;
-        let lap = self.head >> self.shift;
-        match classify(owner, lap) {
+        let (cqe, owner) = self.owner_at(self.head);
+        match cqe_state_lap(owner, self.head >> self.shift) {
             CqeState::Empty => Ok(None),
             CqeState::Overflow => Err(Overflow),
             CqeState::Ready => {
                 // The owner bits were read before the CQE's data (GDMA rule).
                 fence(Ordering::Acquire);
                 self.head = self.head.wrapping_add(1);
-                Ok(Some(cqe))
+                // SAFETY: a CQE of the ring, which lives as long as the
+                // queue holds it (`new`'s contract); the borrow of `self`
+                // keeps the queue from being reset meanwhile.
+                Ok(Some(unsafe { &*cqe }))
             }
         }
     }
@@ -182,49 +191,17 @@ impl CompQueue {
         let mut n = 0;
         for i in 0..limit.min(self.count) {
             let head = self.head.wrapping_add(i);
-            // SAFETY: the slot index is masked into the ring.
-            let cqe = unsafe { &*self.buf.add((head & (self.count - 1)) as usize) };
-            // SAFETY: a volatile read of the slot's info dword, as in poll().
-            let info = unsafe { ptr::read_volatile(ptr::addr_of!(cqe.info) as *const u32) };
-            if classify((u32::from_le(info) >> 29) as u8, head >> self.shift) != CqeState::Ready {
+            let (cqe, owner) = self.owner_at(head);
+            if cqe_state_lap(owner, head >> self.shift) != CqeState::Ready {
                 break;
             }
             fence(Ordering::Acquire);
-            n += cqe.rx_oob().num_packets().max(1) as u32;
+            // SAFETY: a CQE of the ring the device has written (owner bits
+            // read first, then the acquire fence).
+            n += unsafe { &*cqe }.rx_oob().num_packets().max(1) as u32;
         }
         n
     }
-}
-
-#[inline(always)]
-fn classify(owner: u8, lap: u32) -> CqeState {
-    let owner = u32::from(owner) & 7;
-    if owner == (lap & 7) {
-        CqeState::Ready
-    } else if owner == (lap.wrapping_sub(1) & 7) {
-        CqeState::Empty
-    } else {
-        CqeState::Overflow
-    }
-}
-
-/// Writes a 64-bit doorbell of `port_id` at `offset` in this process's
-/// doorbell page, after making the WQEs visible to the device.
-#[inline(always)]
-pub fn doorbell(port_id: u16, offset: usize, value: u64) {
-    let page = crate::control::mp::doorbell_page(port_id);
-    // The doorbell page is write-combining: order the ring stores first.
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: sfence has no preconditions.
-    unsafe {
-        std::arch::x86_64::_mm_sfence()
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    std::sync::atomic::fence(Ordering::Release);
-    // SAFETY: the page is this process's mapping of the doorbell page of the
-    // context that owns the queue (set before any gate opens); `offset` is
-    // one of the 8-byte-aligned slots inside it.
-    unsafe { ptr::write_volatile(page.add(offset) as *mut u64, value.to_le()) };
 }
 
 #[cfg(test)]

@@ -10,6 +10,14 @@ use std::path::Path;
 /// carries, as the `mac=` devargs can select.
 pub const MAX_PORTS: usize = 8;
 
+/// This PCI function's directory in the sysfs tree EAL scans
+/// (`SYSFS_PCI_DEVICES`, or `/sys/bus/pci/devices`).
+pub fn pci_dir(pci: &PciAddr) -> std::path::PathBuf {
+    // SAFETY: EAL returns a static NUL-terminated string.
+    let root = unsafe { std::ffi::CStr::from_ptr(crate::ffi::rte_pci_get_sysfs_path()) };
+    Path::new(&*root.to_string_lossy()).join(pci.to_string())
+}
+
 /// A PCI address `domain:bus:device.function`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PciAddr {

@@ -64,7 +64,11 @@ pub(crate) fn pci_probe(dev: &mut ffi::rte_pci_device) -> c_int {
     };
     // SAFETY: FFI call without arguments.
     if unsafe { ffi::rte_eal_process_type() } != ffi::RTE_PROC_PRIMARY {
-        return crate::control::mp::attach_secondary(dev, &device_name(dev));
+        return crate::control::mp::attach_secondary(
+            dev,
+            &device_name(dev),
+            &crate::ethdev::SECONDARY_OPS,
+        );
     }
     let list = match DeviceList::get() {
         Ok(l) => l,
@@ -105,13 +109,6 @@ pub(crate) fn pci_probe(dev: &mut ffi::rte_pci_device) -> c_int {
         }
         Err(e) => e,
     }
-}
-
-/// This PCI function's directory in the sysfs tree EAL scans.
-pub fn pci_sysfs_dir(pci: &PciAddr) -> std::path::PathBuf {
-    // SAFETY: returns a static string.
-    let root = unsafe { CStr::from_ptr(ffi::rte_pci_get_sysfs_path()) };
-    Path::new(&*root.to_string_lossy()).join(pci.to_string())
 }
 
 fn explain_missing(pci: &PciAddr, infos: &[DeviceInfo]) {
@@ -200,7 +197,8 @@ fn probe_ports(
             netdev,
             attr,
         };
-        port::create(dev, list, spec)?;
+        let name = spec.name.clone();
+        port::create(dev, list, spec, &crate::ethdev::OPS).map_err(|e| e.report(&name))?;
         probed.created += 1;
     }
     Ok(probed)

@@ -1,10 +1,14 @@
-//! Extended statistics: per-queue counters and the drop and error causes
-//! the basic stats fold together.
+//! Basic and extended statistics, read from the queues' counters in any
+//! process. Tx queues settle first (see `TxQueue::settle`), so sends the
+//! device dropped are counted as errors, not as sent.
 
+use super::data;
+use crate::control::queues::EthQueues;
 use crate::dataplane::rxq::RxQueue;
 use crate::dataplane::stats::Counter;
 use crate::dataplane::txq::TxQueue;
-use crate::ffi;
+use crate::ffi::compat::QueueStats;
+use crate::ffi::{self, rte_eth_dev};
 use std::ffi::{c_int, c_uint};
 
 type RxField = fn(&RxQueue) -> &Counter;
@@ -42,60 +46,92 @@ const TX: &[(&str, TxField)] = &[
     ("cq_overflows", |q| &q.stats.cq_overflow),
 ];
 
-fn queues<T: 'static>(
-    arr: *mut *mut std::ffi::c_void,
-    n: u16,
-) -> impl Iterator<Item = (usize, Option<&'static T>)> {
-    (0..usize::from(n)).map(move |i| {
-        // SAFETY: ethdev's queue arrays have `n` entries; set-up queues are ours.
-        let q = unsafe { *arr.add(i) } as *const T;
-        // SAFETY: a non-null entry is a live queue of ours.
-        (i, (!q.is_null()).then(|| unsafe { &*q }))
-    })
+/// The port's queues inside one of its ethdev ops.
+fn queues<'d>(dev: *mut rte_eth_dev) -> EthQueues<'d> {
+    // SAFETY: called from our stats ops, inside which ethdev keeps the
+    // queues and their arrays.
+    unsafe { EthQueues::of(data(dev)) }
 }
 
-/// Every (name, value) pair, in a stable order.
-fn collect(d: &ffi::rte_eth_dev_data) -> Vec<(String, u64)> {
-    crate::control::queues::settle_tx(d);
-    let mut out = Vec::new();
-    for (i, q) in queues::<RxQueue>(d.rx_queues, d.nb_rx_queues) {
-        for (name, f) in RX {
-            out.push((format!("rx_q{i}_{name}"), q.map_or(0, |q| f(q).get())));
+/// Reaps what the device completed on every tx queue not in a burst.
+fn settle(q: &EthQueues<'_>) {
+    for (_, t) in q.iter::<TxQueue>() {
+        t.settle();
+    }
+}
+
+/// `stats_get` (adapted to this DPDK's signature by `compat::stats_get_op`).
+pub fn stats_get(dev: *mut rte_eth_dev, s: &mut ffi::rte_eth_stats, qs: &mut QueueStats) -> c_int {
+    let q = queues(dev);
+    settle(&q);
+    let nq = ffi::RTE_ETHDEV_QUEUE_STAT_CNTRS as usize;
+    for (i, r) in q.iter::<RxQueue>() {
+        let st = &r.stats;
+        let (pk, by) = (st.packets.get(), st.bytes.get());
+        s.ipackets += pk;
+        s.ibytes += by;
+        s.ierrors += st.errors.get();
+        s.rx_nombuf += st.nombuf.get();
+        if i < nq {
+            qs.ipackets[i] = pk;
+            qs.ibytes[i] = by;
+            qs.errors[i] = st.errors.get();
         }
     }
-    for (i, q) in queues::<TxQueue>(d.tx_queues, d.nb_tx_queues) {
+    for (i, t) in q.iter::<TxQueue>() {
+        let st = &t.stats;
+        let (pk, by) = (st.packets.get(), st.bytes.get());
+        s.opackets += pk;
+        s.obytes += by;
+        s.oerrors += st.errors.get();
+        if i < nq {
+            qs.opackets[i] = pk;
+            qs.obytes[i] = by;
+        }
+    }
+    0
+}
+
+/// Zeroes every queue counter (`stats_reset` and `xstats_reset`).
+pub unsafe extern "C" fn stats_reset(dev: *mut rte_eth_dev) -> c_int {
+    let q = queues(dev);
+    for (_, r) in q.iter::<RxQueue>() {
+        RX.iter().for_each(|(_, f)| f(r).reset());
+    }
+    for (_, t) in q.iter::<TxQueue>() {
+        TX.iter().for_each(|(_, f)| f(t).reset());
+    }
+    0
+}
+
+/// Every (name, value) pair, in a stable order (every queue the port is
+/// configured with, 0 for one not set up).
+fn collect(dev: *mut rte_eth_dev) -> Vec<(String, u64)> {
+    let q = queues(dev);
+    settle(&q);
+    let d = data(dev);
+    let mut out = Vec::new();
+    for i in 0..usize::from(d.nb_rx_queues) {
+        let r = q.get::<RxQueue>(i);
+        for (name, f) in RX {
+            out.push((format!("rx_q{i}_{name}"), r.map_or(0, |r| f(r).get())));
+        }
+    }
+    for i in 0..usize::from(d.nb_tx_queues) {
+        let t = q.get::<TxQueue>(i);
         for (name, f) in TX {
-            out.push((format!("tx_q{i}_{name}"), q.map_or(0, |q| f(q).get())));
+            out.push((format!("tx_q{i}_{name}"), t.map_or(0, |t| f(t).get())));
         }
     }
     out
 }
 
-/// Zeroes every queue counter (`stats_reset` and `xstats_reset`).
-pub fn reset(d: &ffi::rte_eth_dev_data) {
-    for (_, q) in queues::<RxQueue>(d.rx_queues, d.nb_rx_queues) {
-        for (_, f) in RX {
-            if let Some(q) = q {
-                f(q).reset();
-            }
-        }
-    }
-    for (_, q) in queues::<TxQueue>(d.tx_queues, d.nb_tx_queues) {
-        for (_, f) in TX {
-            if let Some(q) = q {
-                f(q).reset();
-            }
-        }
-    }
-}
-
 pub unsafe extern "C" fn xstats_get(
-    dev: *mut ffi::rte_eth_dev,
+    dev: *mut rte_eth_dev,
     out: *mut ffi::rte_eth_xstat,
     n: c_uint,
 ) -> c_int {
-    // SAFETY: a live ethdev of ours.
-    let all = collect(unsafe { &*(*dev).data });
+    let all = collect(dev);
     if out.is_null() || (n as usize) < all.len() {
         return all.len() as c_int;
     }
@@ -112,12 +148,11 @@ pub unsafe extern "C" fn xstats_get(
 }
 
 pub unsafe extern "C" fn xstats_get_names(
-    dev: *mut ffi::rte_eth_dev,
+    dev: *mut rte_eth_dev,
     out: *mut ffi::rte_eth_xstat_name,
     n: c_uint,
 ) -> c_int {
-    // SAFETY: a live ethdev of ours.
-    let all = collect(unsafe { &*(*dev).data });
+    let all = collect(dev);
     if out.is_null() || (n as usize) < all.len() {
         return all.len() as c_int;
     }
