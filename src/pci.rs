@@ -68,7 +68,7 @@ unsafe extern "C" fn probe(_drv: *mut ffi::rte_pci_driver, dev: *mut ffi::rte_pc
 }
 
 unsafe extern "C" fn remove(dev: *mut ffi::rte_pci_device) -> c_int {
-    // SAFETY: as above.
+    // SAFETY: EAL passes a valid, probed device for the duration of the call.
     crate::probe::pci_remove(unsafe { &mut *dev })
 }
 

@@ -2,6 +2,8 @@
 //! in words for the log. The ethdev layer logs it once, with the port's
 //! name, and hands DPDK `-errno` ([`Error::report`]).
 
+#![forbid(unsafe_code)]
+
 use crate::hw::verbs::VerbsError;
 use std::ffi::c_int;
 use std::fmt;

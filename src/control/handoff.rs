@@ -4,6 +4,8 @@
 //! check every interleaving: close never waits forever, never misses the
 //! recovery thread, and never joins the thread it runs on.
 
+#![forbid(unsafe_code)]
+
 #[cfg(loom)]
 use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(loom)]

@@ -43,8 +43,10 @@ struct Registration {
     free_on_release: bool,
 }
 
-// SAFETY: the handle is only used through EAL's thread-safe intr API.
+// SAFETY: the handle is only used through EAL's intr API, which is
+// thread-safe; the registration state is behind a mutex.
 unsafe impl Send for Intr {}
+// SAFETY: shared use goes through EAL's thread-safe API and the mutex.
 unsafe impl Sync for Intr {}
 
 impl Intr {

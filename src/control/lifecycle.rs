@@ -118,7 +118,7 @@ pub fn setup_rx(
     let at = |e: Error| e.context(format!("rx queue {qid}"));
     let mut ctrl = p.ctrl.lock();
     refuse_if_resetting(p)?;
-    check_desc(p, nb_desc).map_err(at)?;
+    check_desc(p, nb_desc)?;
     if conf.rx_nseg != 0 || conf.rx_nmempool != 0 {
         return Err(at(Error::invalid(
             "buffer split and multiple mempools are not supported",
@@ -171,7 +171,7 @@ pub fn setup_tx(
     let at = |e: Error| e.context(format!("tx queue {qid}"));
     let mut ctrl = p.ctrl.lock();
     refuse_if_resetting(p)?;
-    check_desc(p, nb_desc).map_err(at)?;
+    check_desc(p, nb_desc)?;
     let d = p.data();
     ctrl.tx.release(d, qid);
     ctrl.generation += 1;

@@ -148,7 +148,8 @@ pub struct Port {
 // SAFETY: the raw eth_dev pointer refers to DPDK's static device array,
 // which outlives the port; everything else is owned or behind locks.
 unsafe impl Send for Port {}
-// SAFETY: as for Send: shared access goes through locks and atomics.
+// SAFETY: shared access to a Port goes through its locks and atomics; the
+// raw eth_dev pointer is only dereferenced for ethdev's own shared data.
 unsafe impl Sync for Port {}
 
 /// The ports this process created, by port id: how driver threads and IPC

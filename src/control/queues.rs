@@ -413,7 +413,8 @@ pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<()> {
         let Some(st) = q.state_mut(token) else {
             unreachable!("rx queue {i} is stopped while attached");
         };
-        // SAFETY: as for the tx rings.
+        // SAFETY: `running` keeps the rings alive until `detach_all`, which
+        // runs before it is dropped.
         if let Err(e) = unsafe { q.attach(st, hw) } {
             let nb = q.nb_desc();
             drop(running);

@@ -1,6 +1,8 @@
 //! Internet checksum helpers for the pseudo-header the device expects in the
 //! L4 checksum field when it computes TCP/UDP checksums.
 
+#![forbid(unsafe_code)]
+
 fn sum16(bytes: &[u8], mut acc: u32) -> u32 {
     let mut chunks = bytes.chunks_exact(2);
     for c in &mut chunks {

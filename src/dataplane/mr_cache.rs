@@ -5,6 +5,8 @@
 //! hook control installed ([`set_register_hook`]): the data path does not
 //! know how registration works, in which process, or under which lock.
 
+#![forbid(unsafe_code)]
+
 use std::sync::OnceLock;
 
 /// Registers memory covering `[addr, addr + len)` for port `port_id`.

@@ -140,7 +140,7 @@ impl RxQueue {
     /// burst inside, none can enter) and the port's control token borrowed
     /// (no other control path).
     pub fn state_mut<'a>(&'a self, _token: &'a mut ControlToken) -> Option<&'a mut RxState> {
-        // SAFETY: as the function says: a closed gate excludes bursts, the
+        // SAFETY: a closed gate excludes bursts, the
         // token excludes other control paths, and the borrow of the token
         // keeps this reference unique.
         self.gate

@@ -1,6 +1,8 @@
 //! Per-queue counters: written only by the queue's data-path thread, read
 //! and reset by the control path.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A counter with a single writer: `add` is a plain load and store (no

@@ -96,7 +96,8 @@ const UNSUPPORTED_TX_FLAGS: u64 = ffi::RTE_MBUF_F_TX_UDP_SEG
 /// # Safety
 /// `m` is a valid, writable mbuf.
 unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
-    // SAFETY: per the contract.
+    // SAFETY: the caller gives us a valid mbuf; its first segment's data
+    // starts data_off bytes into its buffer.
     let (ol, tx_offload, nb_segs, data_len, data) = unsafe {
         (
             (*m).ol_flags,

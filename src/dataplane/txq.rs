@@ -358,7 +358,7 @@ impl Burst<'_> {
             }
         }
         if n_done > 0 {
-            // SAFETY: as above.
+            // SAFETY: the first n_done entries are completed mbufs, ours.
             unsafe { ffi::rte_pktmbuf_free_bulk(done.as_mut_ptr(), n_done as u32) };
         }
         self.q.stats.packets.sub(unsent);
@@ -386,7 +386,7 @@ impl Burst<'_> {
             let mut m = pkts[i];
             // SAFETY: tx_burst's caller hands us valid mbuf chains.
             let mut nb_segs = u32::from(unsafe { mbuf::nb_segs(m) });
-            // SAFETY: as above.
+            // SAFETY: the same valid mbuf.
             let tso = unsafe { (*m).ol_flags } & ffi::RTE_MBUF_F_TX_TCP_SEG != 0;
             // TSO puts the headers alone in SGE 0: one more SGE at most.
             if nb_segs + u32::from(tso) > self.st.max_sge {
@@ -404,7 +404,7 @@ impl Burst<'_> {
                     }
                 }
             }
-            // SAFETY: as above.
+            // SAFETY: a valid mbuf (linearize returns one too).
             let (ol, vlan_tci, pkt_len, tx_offload) = unsafe {
                 (
                     (*m).ol_flags,

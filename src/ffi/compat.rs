@@ -296,10 +296,8 @@ mod tests {
     #[test]
     fn the_page_size_is_the_systems() {
         // SAFETY: sysconf has no preconditions.
-        assert_eq!(
-            page_size() as i64,
-            unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as i64
-        );
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        assert_eq!(page_size() as i64, n as i64);
         assert!(page_size().is_power_of_two());
     }
 }

@@ -1,6 +1,8 @@
 //! DPDK 22.11 flag values defined with `RTE_BIT64()`, which bindgen cannot
 //! evaluate (values from `rte_ethdev.h`).
 
+#![forbid(unsafe_code)]
+
 pub const RX_OFFLOAD_VLAN_STRIP: u64 = 1 << 0;
 pub const RX_OFFLOAD_IPV4_CKSUM: u64 = 1 << 1;
 pub const RX_OFFLOAD_UDP_CKSUM: u64 = 1 << 2;

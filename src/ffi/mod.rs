@@ -11,7 +11,8 @@
     dead_code,
     improper_ctypes,
     unsafe_op_in_unsafe_fn,
-    clippy::all
+    clippy::all,
+    clippy::undocumented_unsafe_blocks
 )]
 pub mod sys {
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));

@@ -1,6 +1,8 @@
 //! Ethernet MAC addresses: what the port's sysfs `address` file and the
 //! `mac=` devargs hold. Pure Rust (the devargs parser is fuzzed on it).
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::str::FromStr;
 

@@ -135,8 +135,12 @@ pub struct Context {
     ctx: NonNull<ffi::ibv_context>,
 }
 
-// SAFETY: verbs contexts may be used from any thread.
+// SAFETY: libibverbs objects are not tied to the thread that created
+// them (rdma-core locks what it shares internally), and the driver calls
+// them from one thread at a time, under the port's control lock.
 unsafe impl Send for Context {}
+// SAFETY: shared references only read the object's handle; every call
+// through it is made under the port's control lock.
 unsafe impl Sync for Context {}
 
 impl Context {
@@ -186,8 +190,12 @@ pub struct Pd {
     pd: NonNull<ffi::ibv_pd>,
 }
 
-// SAFETY: verbs objects may be used from any thread.
+// SAFETY: libibverbs objects are not tied to the thread that created
+// them (rdma-core locks what it shares internally), and the driver calls
+// them from one thread at a time, under the port's control lock.
 unsafe impl Send for Pd {}
+// SAFETY: shared references only read the object's handle; every call
+// through it is made under the port's control lock.
 unsafe impl Sync for Pd {}
 
 impl Pd {
@@ -232,8 +240,12 @@ pub struct Mr {
     mr: NonNull<ffi::ibv_mr>,
 }
 
-// SAFETY: verbs objects may be used from any thread.
+// SAFETY: libibverbs objects are not tied to the thread that created
+// them (rdma-core locks what it shares internally), and the driver calls
+// them from one thread at a time, under the port's control lock.
 unsafe impl Send for Mr {}
+// SAFETY: shared references only read the object's handle; every call
+// through it is made under the port's control lock.
 unsafe impl Sync for Mr {}
 
 impl Mr {
@@ -266,8 +278,12 @@ pub struct CompChannel {
     ch: NonNull<ffi::ibv_comp_channel>,
 }
 
-// SAFETY: verbs objects may be used from any thread.
+// SAFETY: libibverbs objects are not tied to the thread that created
+// them (rdma-core locks what it shares internally), and the driver calls
+// them from one thread at a time, under the port's control lock.
 unsafe impl Send for CompChannel {}
+// SAFETY: shared references only read the object's handle; every call
+// through it is made under the port's control lock.
 unsafe impl Sync for CompChannel {}
 
 impl CompChannel {
@@ -309,8 +325,12 @@ pub struct Cq {
     cq: NonNull<ffi::ibv_cq>,
 }
 
-// SAFETY: verbs objects may be used from any thread.
+// SAFETY: libibverbs objects are not tied to the thread that created
+// them (rdma-core locks what it shares internally), and the driver calls
+// them from one thread at a time, under the port's control lock.
 unsafe impl Send for Cq {}
+// SAFETY: shared references only read the object's handle; every call
+// through it is made under the port's control lock.
 unsafe impl Sync for Cq {}
 
 impl Cq {
@@ -346,8 +366,12 @@ pub struct Wq {
     wq: NonNull<ffi::ibv_wq>,
 }
 
-// SAFETY: verbs objects may be used from any thread.
+// SAFETY: libibverbs objects are not tied to the thread that created
+// them (rdma-core locks what it shares internally), and the driver calls
+// them from one thread at a time, under the port's control lock.
 unsafe impl Send for Wq {}
+// SAFETY: shared references only read the object's handle; every call
+// through it is made under the port's control lock.
 unsafe impl Sync for Wq {}
 
 impl Wq {
@@ -383,8 +407,12 @@ pub struct IndTable {
     t: NonNull<ffi::ibv_rwq_ind_table>,
 }
 
-// SAFETY: verbs objects may be used from any thread.
+// SAFETY: libibverbs objects are not tied to the thread that created
+// them (rdma-core locks what it shares internally), and the driver calls
+// them from one thread at a time, under the port's control lock.
 unsafe impl Send for IndTable {}
+// SAFETY: shared references only read the object's handle; every call
+// through it is made under the port's control lock.
 unsafe impl Sync for IndTable {}
 
 impl IndTable {
@@ -416,8 +444,12 @@ pub struct Qp {
     qp: NonNull<ffi::ibv_qp>,
 }
 
-// SAFETY: verbs objects may be used from any thread.
+// SAFETY: libibverbs objects are not tied to the thread that created
+// them (rdma-core locks what it shares internally), and the driver calls
+// them from one thread at a time, under the port's control lock.
 unsafe impl Send for Qp {}
+// SAFETY: shared references only read the object's handle; every call
+// through it is made under the port's control lock.
 unsafe impl Sync for Qp {}
 
 impl Qp {

@@ -26,6 +26,8 @@
 //! This module is pure Rust with no FFI so that it can be unit-tested,
 //! property-tested and fuzzed without DPDK.
 
+#![forbid(unsafe_code)]
+
 pub use crate::hw::mac::MacAddr;
 use crate::hw::mac::MAC_FORMAT_HINT;
 use std::fmt;

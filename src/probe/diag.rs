@@ -2,6 +2,8 @@
 //! the failures Azure users hit (missing kernel modules, an old kernel, a
 //! missing or mismatched rdma-core provider) each get a line saying what to do.
 
+#![forbid(unsafe_code)]
+
 use crate::hw::sysfs::PciAddr;
 use std::path::Path;
 

@@ -48,7 +48,8 @@ fn drv_str(dev: &ffi::rte_pci_device) -> String {
     if s.is_null() {
         return String::new();
     }
-    // SAFETY: as above.
+    // SAFETY: a non-null drv_str is a NUL-terminated string owned by the
+    // devargs, which outlive the probe.
     unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
 }
 
