@@ -14,6 +14,10 @@
  *                  application has not received yet (per-queue device
  *                  counters say so before the call);
  *   bench_rx_idle  RX queue empty: a pure polling call;
+ *   bench_tx_prep  tx_pkt_prepare calls (testpmd's csum engine makes one
+ *                  before each TX burst) while the TX budget is not
+ *                  reached, for drivers that have one: part of the cost
+ *                  of sending with offloads;
  *   bench_tx_busy  every TX burst with packets, paced: after it the shim
  *                  waits until the device has transmitted everything the
  *                  port posted, so the next burst reaps exactly the
@@ -56,11 +60,13 @@
 #define MAXQ 16
 
 typedef uint16_t (*burst_fn)(void *, struct rte_mbuf **, uint16_t);
+typedef uint16_t (*prep_fn)(void *, struct rte_mbuf **, uint16_t);
 
 struct port {
 	int live;
 	char mac[18];
 	burst_fn rx, tx;
+	prep_fn prep;
 	int nrxq, ntxq;
 	void *rxq[MAXQ], *txq[MAXQ];
 	/* device view (control socket) */
@@ -77,6 +83,7 @@ struct port {
 	uint64_t rx_idle_calls, rx_idle_pkts;
 	uint64_t rx_over_calls, rx_over_pkts;
 	uint64_t tx_busy_calls, tx_busy_pkts, tx_over_calls, tx_over_pkts;
+	uint64_t tx_prep_calls, tx_prep_pkts;
 	uint64_t tx_partial, tx_drain_calls;
 	uint64_t tx_timeouts, db_timeouts, rq_unmapped;
 };
@@ -112,6 +119,15 @@ bench_rx_idle(burst_fn f, void *q, struct rte_mbuf **pkts, uint16_t n)
 
 __attribute__((noinline, used)) uint16_t
 bench_tx_busy(burst_fn f, void *q, struct rte_mbuf **pkts, uint16_t n)
+{
+	uint16_t r = f(q, pkts, n);
+
+	__asm__ volatile("" ::: "memory");
+	return r;
+}
+
+__attribute__((noinline, used)) uint16_t
+bench_tx_prep(prep_fn f, void *q, struct rte_mbuf **pkts, uint16_t n)
 {
 	uint16_t r = f(q, pkts, n);
 
@@ -287,6 +303,7 @@ static int lookup(void *q, int rx, int *qi)
 }
 
 static burst_fn first_rx, first_tx;
+static prep_fn first_prep;
 
 static uint16_t rx_wrap(void *q, struct rte_mbuf **pkts, uint16_t n)
 {
@@ -401,6 +418,24 @@ static uint16_t tx_wrap(void *q, struct rte_mbuf **pkts, uint16_t n)
 	return r;
 }
 
+static uint16_t prep_wrap(void *q, struct rte_mbuf **pkts, uint16_t n)
+{
+	int qi = 0, p = lookup(q, 0, &qi);
+	struct port *pp;
+	uint16_t r;
+
+	if (p < 0)
+		return first_prep(q, pkts, n);
+	pp = &P[p];
+	if (!pace || n == 0 || rte_lcore_id() == rte_get_main_lcore() ||
+	    pp->tx_busy_pkts >= budget)
+		return pp->prep(q, pkts, n);
+	r = bench_tx_prep(pp->prep, q, pkts, n);
+	pp->tx_prep_calls++;
+	pp->tx_prep_pkts += n;
+	return r;
+}
+
 static void install(uint16_t port)
 {
 	struct rte_eth_dev_info info;
@@ -416,6 +451,12 @@ static void install(uint16_t port)
 		if (first_rx == NULL)
 			first_rx = pp->rx;
 		fo->rx_pkt_burst = rx_wrap;
+	}
+	if (fo->tx_pkt_prepare != NULL && fo->tx_pkt_prepare != prep_wrap) {
+		pp->prep = fo->tx_pkt_prepare;
+		if (first_prep == NULL)
+			first_prep = pp->prep;
+		fo->tx_pkt_prepare = prep_wrap;
 	}
 	if (fo->tx_pkt_burst != tx_wrap) {
 		pp->tx = fo->tx_pkt_burst;
@@ -480,7 +521,7 @@ __attribute__((destructor)) static void fini(void)
 			"\"rx_idle_calls\":%lu,\"rx_idle_pkts\":%lu,"
 			"\"rx_over_calls\":%lu,\"rx_over_pkts\":%lu,"
 			"\"tx_busy_calls\":%lu,\"tx_busy_pkts\":%lu,\"tx_partial\":%lu,"
-			"\"tx_drain_calls\":%lu,"
+			"\"tx_drain_calls\":%lu,\"tx_prep_calls\":%lu,\"tx_prep_pkts\":%lu,"
 			"\"tx_over_calls\":%lu,\"tx_over_pkts\":%lu,"
 			"\"tx_timeouts\":%lu,\"db_timeouts\":%lu,\"rq_unmapped\":%lu}",
 			first ? "" : ",", p, pp->mac, pp->nrxq, pp->ntxq,
@@ -489,7 +530,8 @@ __attribute__((destructor)) static void fini(void)
 			(unsigned long)pp->rx_idle_pkts, (unsigned long)pp->rx_over_calls,
 			(unsigned long)pp->rx_over_pkts, (unsigned long)pp->tx_busy_calls,
 			(unsigned long)pp->tx_busy_pkts, (unsigned long)pp->tx_partial,
-			(unsigned long)pp->tx_drain_calls,
+			(unsigned long)pp->tx_drain_calls, (unsigned long)pp->tx_prep_calls,
+			(unsigned long)pp->tx_prep_pkts,
 			(unsigned long)pp->tx_over_calls, (unsigned long)pp->tx_over_pkts,
 			(unsigned long)pp->tx_timeouts, (unsigned long)pp->db_timeouts,
 			(unsigned long)pp->rq_unmapped);

@@ -212,6 +212,17 @@ impl Sge {
     pub const fn size(&self) -> u32 {
         self.size.get()
     }
+    /// The SGE as the two 64-bit little-endian words it occupies in a WQE:
+    /// the address, then memory key and size. A data path that posts many
+    /// buffers with one key and size computes the second word once.
+    #[inline]
+    pub fn to_words(&self) -> [u64; 2] {
+        let b = zerocopy::IntoBytes::as_bytes(self);
+        [
+            u64::from_le_bytes(b[0..8].try_into().unwrap()),
+            u64::from_le_bytes(b[8..16].try_into().unwrap()),
+        ]
+    }
 }
 
 impl core::fmt::Debug for Sge {
@@ -679,6 +690,22 @@ mod tests {
         assert_eq!(wqe_size(8, 3), 64);
         assert_eq!(wqe_size(24, 2), 64);
         assert_eq!(wqe_size(24, 3), 96);
+    }
+
+    #[test]
+    fn an_sge_as_words_is_its_golden_bytes() {
+        let s = Sge::new(0x1122_3344_5566_7788, 0x99aa_bbcc, 0x0000_05dc);
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&s.to_words()[0].to_le_bytes());
+        bytes[8..].copy_from_slice(&s.to_words()[1].to_le_bytes());
+        assert_eq!(
+            bytes,
+            [
+                0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0xcc, 0xbb, 0xaa, 0x99, 0xdc, 0x05,
+                0, 0
+            ]
+        );
+        assert_eq!(s.to_words()[0], s.address(), "word 0 is the address");
     }
 
     #[test]

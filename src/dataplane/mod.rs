@@ -5,8 +5,10 @@
 
 pub mod csum;
 pub mod gate;
+pub mod mbuf_ring;
 pub mod mr_cache;
 pub mod queue;
+pub mod rx_flags;
 pub mod rxq;
 pub mod stats;
 pub mod tx_prepare;

@@ -3,6 +3,7 @@
 //! flags) and refills the ring in bulk with one doorbell per burst.
 
 use super::gate::{Gate, Pass};
+use super::mbuf_ring::MbufRing;
 use super::mr_cache;
 use super::queue::{alloc_queue_mem, free_queue_mem, ControlToken, DataQueue};
 use super::stats::Counter;
@@ -10,9 +11,11 @@ use crate::ffi::consts;
 use crate::ffi::{self, mbuf, rte_mbuf};
 use crate::hw::doorbell::{self, Doorbell};
 use crate::hw::ring::{CompQueue, WorkQueue};
-use gdma::{ndis_hash, Cqe, CqeType, RxCompOob, Sge, WqeHeader};
+use super::rx_flags;
+use gdma::{Cqe, CqeType, Sge, WqeHeader};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
+use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -64,15 +67,14 @@ pub struct RxState {
     rq_db: Doorbell,
     cq: CompQueue,
     /// Posted mbufs in posting order: each completion consumes the oldest.
-    desc: *mut *mut rte_mbuf,
-    desc_mask: u32,
-    desc_head: u32,
-    desc_tail: u32,
+    posted: MbufRing,
     /// Buffers that could not be reposted for lack of mbufs.
     deficit: u32,
     /// A coalesced completion delivered partly: its data and next packet.
     pending: Option<(*const Cqe, u8)>,
     mr: mr_cache::Cache,
+    /// The rearm word of a posted buffer (`ffi::mbuf::rearm_word`).
+    rearm: u64,
 }
 
 /// The rings of a receive queue's verbs objects, for [`RxState::attach`].
@@ -98,7 +100,6 @@ impl RxQueue {
         debug_assert!(conf.nb_desc.is_power_of_two());
         let (q, desc) =
             alloc_queue_mem::<RxQueue, *mut rte_mbuf>(c"mana_rxq", conf.nb_desc, conf.socket)?;
-        let mask = u32::from(conf.nb_desc) - 1;
         // SAFETY: fresh memory for one queue, written before anyone sees it.
         unsafe {
             ptr::write(
@@ -109,13 +110,16 @@ impl RxQueue {
                         rq: WorkQueue::empty(),
                         rq_db: Doorbell::default(),
                         cq: CompQueue::empty(),
-                        desc,
-                        desc_mask: mask,
-                        desc_head: 0,
-                        desc_tail: 0,
+                        // SAFETY: `desc` holds nb_desc (a power of two)
+                        // pointers, freed with the queue.
+                        posted: MbufRing::new(desc, u32::from(conf.nb_desc)),
                         deficit: 0,
                         pending: None,
                         mr: mr_cache::Cache::new(),
+                        rearm: mbuf::rearm_word(
+                            ffi::RTE_PKTMBUF_HEADROOM as u16,
+                            conf.port_id,
+                        ),
                     }),
                     stats: RxStats::default(),
                     offloads: AtomicU64::new(offloads),
@@ -189,14 +193,14 @@ impl DataQueue for RxQueue {
         unsafe {
             let st = &mut *q.as_ref().state.get();
             q.as_ref().burst(st).detach();
-            free_queue_mem(q.as_ptr(), st.desc);
+            free_queue_mem(q.as_ptr(), st.posted.slots());
         }
     }
 }
 
 impl RxState {
     pub fn posted(&self) -> u32 {
-        self.desc_head.wrapping_sub(self.desc_tail)
+        self.posted.len()
     }
 }
 
@@ -213,8 +217,8 @@ impl RxQueue {
             st.cq = CompQueue::new(hw.cq_buf, hw.cq_count, hw.cq_id);
         }
         st.rq_db = Doorbell::rq(hw.rq_id);
-        st.desc_head = 0;
-        st.desc_tail = 0;
+        st.posted.head = 0;
+        st.posted.tail = 0;
         st.pending = None;
         st.deficit = 0;
         let n = u32::from(self.conf.nb_desc);
@@ -245,6 +249,120 @@ impl RxQueue {
     }
 }
 
+/// The per-packet work of a burst that needs only the queue's shared parts.
+impl RxQueue {
+    /// Fills `m` with a received packet of `len` bytes and RSS hash `hash`
+    /// whose completion carries flags `flags`. False if the packet must be
+    /// dropped (a VLAN tag that could not be put back).
+    #[inline(always)]
+    fn fill(&self, m: *mut rte_mbuf, flags: u32, len: u16, hash: u32) -> bool {
+        let (ol, ptype, tci) = rx_flags::meta(flags);
+        // SAFETY: a posted mbuf the device just filled; we own it.
+        unsafe {
+            mbuf::set_data_len(m, len);
+            mbuf::set_pkt_len(m, u32::from(len));
+            (*m).ol_flags = ol;
+            mbuf::set_packet_type(m, ptype);
+            mbuf::set_rss_hash(m, hash);
+            mbuf::set_vlan_tci(m, tci);
+        }
+        if rx_flags::vlan_stripped(flags) {
+            return self.stripped(m);
+        }
+        true
+    }
+
+    /// The device always strips VLAN tags; puts the tag back when the
+    /// application did not ask for stripping.
+    #[cold]
+    #[inline(never)]
+    fn stripped(&self, m: *mut rte_mbuf) -> bool {
+        if self.offloads() & consts::RX_OFFLOAD_VLAN_STRIP != 0 {
+            return true;
+        }
+        let mut mm = m;
+        // SAFETY: a valid mbuf; on failure it is left unchanged.
+        if unsafe { ffi::mana_shim_vlan_insert(&mut mm) } != 0 {
+            self.stats.vlan_reinsert_failed.add(1);
+            return false;
+        }
+        // SAFETY: the mbuf is ours (just received) and valid.
+        unsafe { (*m).ol_flags &= !(ffi::RTE_MBUF_F_RX_VLAN_STRIPPED as u64) };
+        true
+    }
+
+    /// Frees a buffer the burst consumed but does not deliver.
+    #[cold]
+    #[inline(never)]
+    fn discard(&self, m: *mut rte_mbuf) {
+        self.stats.errors.add(1);
+        // SAFETY: ours to free (taken from the ring, not delivered).
+        unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
+    }
+
+    /// A completion that is neither `RX_OKAY` nor `RX_COALESCED_4`: a
+    /// truncated one is one packet; a garbled one used as many buffers as
+    /// it names packets (one to four), so drop that many to stay in step
+    /// with the device. Returns how many buffers it consumed.
+    #[cold]
+    #[inline(never)]
+    fn failed_completion(&self, posted: &mut MbufRing, cqe: &Cqe, ty: u8) -> u32 {
+        let n = if ty == CqeType::RxTruncated as u8 {
+            self.stats.truncated.add(1);
+            1
+        } else {
+            self.stats.cqe_unexpected.add(1);
+            cqe.rx_oob().num_packets().max(1) as u32
+        };
+        let n = n.min(posted.len());
+        for _ in 0..n {
+            self.discard(posted.take());
+        }
+        n
+    }
+
+    /// Takes packets `first..` of a coalesced completion into `pkts`;
+    /// returns where it stopped if `pkts` filled up. Returns (delivered,
+    /// bytes, where to resume).
+    #[inline(never)]
+    fn coalesced(
+        &self,
+        posted: &mut MbufRing,
+        cqe: *const Cqe,
+        first: usize,
+        pkts: &mut [*mut rte_mbuf],
+    ) -> (usize, u64, Option<(*const Cqe, u8)>) {
+        // SAFETY: a CQE in the ring; its slot is not reused before the
+        // buffers it names are reposted (after this burst), and a pending
+        // one is dropped with the rings (`detach`).
+        let oob = unsafe { &*cqe }.rx_oob();
+        let flags = oob.flags.to_raw();
+        let (mut got, mut bytes) = (0usize, 0u64);
+        let mut k = first;
+        while k < gdma::RX_OOB_NUM_PPI && oob.ppi[k].pkt_len() != 0 {
+            if got == pkts.len() {
+                return (got, bytes, Some((cqe, k as u8)));
+            }
+            if posted.is_empty() {
+                self.stats.cqe_unexpected.add(1);
+                break;
+            }
+            let m = posted.take();
+            let (len, hash) = (oob.ppi[k].pkt_len(), oob.ppi[k].pkt_hash());
+            k += 1;
+            if self.fill(m, flags, len, hash) {
+                pkts[got] = m;
+                got += 1;
+                bytes += u64::from(len);
+            } else {
+                self.discard(m);
+            }
+        }
+        (got, bytes, None)
+    }
+
+}
+
 /// A burst's view: the state it owns and the queue's shared parts.
 struct Burst<'a> {
     st: &'a mut RxState,
@@ -252,14 +370,10 @@ struct Burst<'a> {
 }
 
 impl Burst<'_> {
-    fn stats(&self) -> &RxStats {
-        &self.q.stats
-    }
-
     fn detach(&mut self) -> u32 {
-        let n = self.st.posted();
-        while self.st.desc_tail != self.st.desc_head {
-            let m = self.take();
+        let n = self.st.posted.len();
+        while !self.st.posted.is_empty() {
+            let m = self.st.posted.take();
             // SAFETY: a posted mbuf we own.
             unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
         }
@@ -270,229 +384,222 @@ impl Burst<'_> {
         n
     }
 
-    #[inline(always)]
-    fn take(&mut self) -> *mut rte_mbuf {
-        let st = &mut *self.st;
-        // SAFETY: the caller checked a buffer is posted; the index is masked
-        // into the descriptor array of nb_desc entries.
-        let m = unsafe { *st.desc.add((st.desc_tail & st.desc_mask) as usize) };
-        st.desc_tail = st.desc_tail.wrapping_add(1);
-        // Every RX WQE is one basic unit.
-        st.rq.tail = st.rq.tail.wrapping_add(1);
-        m
-    }
-
     /// Allocates and posts up to `want` buffers; rings the doorbell once.
     /// Returns how many were posted.
+    ///
+    /// Buffers come straight from the pool (`rte_mempool_get_bulk`) and are
+    /// rearmed with one store of `data_off`, `refcnt`, `nb_segs` and `port`
+    /// instead of `rte_pktmbuf_reset`: a pool holds its mbufs with `next`
+    /// null and one segment (DPDK's invariant), and `fill` writes every other
+    /// field a received packet reports.
     fn refill(&mut self, want: u32) -> u32 {
-        let (port_id, buf_len, mp) = (self.q.conf.port_id, self.q.conf.buf_len, self.q.conf.mp);
-        let mut posted = 0;
-        let mut bufs: [*mut rte_mbuf; REFILL_BULK] = [ptr::null_mut(); REFILL_BULK];
-        'fill: while posted < want {
-            let n = (want - posted).min(REFILL_BULK as u32);
-            // SAFETY: `bufs` has room for `n` pointers.
-            if unsafe { ffi::mana_shim_pktmbuf_alloc_bulk(mp, bufs.as_mut_ptr(), n) } != 0 {
-                self.stats().nombuf.add(u64::from(want - posted));
+        let (port_id, mp) = (self.q.conf.port_id, self.q.conf.mp);
+        let buf_len = self.q.conf.buf_len;
+        let stats = &self.q.stats;
+        let st = &mut *self.st;
+        let rearm = st.rearm;
+        let mut posted = st.posted;
+        let mut wq = st.rq.writer();
+        let mut done = 0;
+        let mut bufs = [MaybeUninit::<*mut rte_mbuf>::uninit(); REFILL_BULK];
+        // The region the pool's buffers normally all lie in, checked per
+        // buffer by one compare; the cache is searched only on a miss.
+        let mut region = st.mr.first().fixed_len(buf_len as usize);
+        let mut sge_tail = Sge::new(0, region.lkey, buf_len).to_words()[1];
+        'fill: while done < want {
+            let n = (want - done).min(REFILL_BULK as u32) as usize;
+            // SAFETY: `bufs` has room for `n` pointers; the pool holds mbufs.
+            if unsafe { ffi::mana_shim_mempool_get_bulk(mp, bufs.as_mut_ptr().cast(), n as u32) }
+                != 0
+            {
+                stats.nombuf.add(u64::from(want - done));
                 break;
             }
-            for (j, &m) in bufs[..n as usize].iter().enumerate() {
-                // SAFETY: freshly allocated, reset mbufs.
-                let addr = unsafe { (*m).buf_addr as usize } + ffi::RTE_PKTMBUF_HEADROOM as usize;
-                let Some(lkey) = self.st.mr.lkey(port_id, addr, buf_len as usize) else {
-                    // The pool was registered at start; a buffer outside it
-                    // cannot be posted. Give the rest back and try later.
-                    let rest = &mut bufs[j..n as usize];
-                    // SAFETY: these mbufs were allocated above and not posted.
-                    unsafe { ffi::rte_pktmbuf_free_bulk(rest.as_mut_ptr(), rest.len() as u32) };
-                    self.stats().nombuf.add(u64::from(want - posted) - j as u64);
-                    posted += j as u32;
-                    break 'fill;
-                };
-                let st = &mut *self.st;
-                let sge = [Sge::new(addr as u64, lkey, buf_len)];
-                st.rq.post(RX_HEADER, &[0], &sge, 1);
-                // SAFETY: the index is masked into the descriptor array.
-                unsafe { *st.desc.add((st.desc_head & st.desc_mask) as usize) = m };
-                st.desc_head = st.desc_head.wrapping_add(1);
+            // SAFETY: get_bulk succeeded, so it wrote the first `n` entries.
+            let got =
+                unsafe { &*(&bufs[..n] as *const [MaybeUninit<_>] as *const [*mut rte_mbuf]) };
+            for (j, &m) in got.iter().enumerate() {
+                // SAFETY: an mbuf just taken from the pool: ours and valid.
+                let addr = unsafe {
+                    mbuf::set_rearm(m, rearm);
+                    (*m).buf_addr as usize
+                } + ffi::RTE_PKTMBUF_HEADROOM as usize;
+                if !region.covers(addr) {
+                    let Some(r) = miss(&mut st.mr, port_id, addr, buf_len as usize) else {
+                        // The pool was registered at start; a buffer outside
+                        // it cannot be posted. Give the rest back, try later.
+                        let rest = &got[j..];
+                        // SAFETY: these came from `mp` above, not posted.
+                        unsafe {
+                            ffi::mana_shim_mempool_put_bulk(
+                                mp,
+                                rest.as_ptr().cast(),
+                                rest.len() as u32,
+                            )
+                        };
+                        stats.nombuf.add(u64::from(want - done) - j as u64);
+                        done += j as u32;
+                        break 'fill;
+                    };
+                    region = r;
+                    sge_tail = Sge::new(0, region.lkey, buf_len).to_words()[1];
+                }
+                wq.post_bu_words(RX_HEADER, 0, [addr as u64, sge_tail]);
+                posted.push(m);
             }
-            posted += n;
+            done += n as u32;
         }
-        if posted > 0 {
-            self.st.rq_db.ring(port_id, self.st.rq.doorbell_tail());
+        drop(wq);
+        st.posted = posted;
+        if done > 0 {
+            st.rq_db.ring(port_id, st.rq.doorbell_tail());
         }
-        posted
+        done
     }
 
-    /// Fills `m` from a completion's flags and packet info `k`.
-    #[inline(always)]
-    fn fill(&mut self, m: *mut rte_mbuf, oob: &RxCompOob, k: usize) -> bool {
-        let len = oob.ppi[k].pkt_len();
-        let f = oob.flags;
-        let mut ol = 0u64;
-        if f.rx_iphdr_csum_succeed() {
-            ol |= ffi::RTE_MBUF_F_RX_IP_CKSUM_GOOD as u64;
-        } else if f.rx_iphdr_csum_fail() {
-            ol |= ffi::RTE_MBUF_F_RX_IP_CKSUM_BAD as u64;
-        }
-        if f.rx_outer_iphdr_csum_fail() {
-            ol |= ffi::RTE_MBUF_F_RX_OUTER_IP_CKSUM_BAD as u64;
-        }
-        if f.rx_tcp_csum_succeed() || f.rx_udp_csum_succeed() {
-            ol |= ffi::RTE_MBUF_F_RX_L4_CKSUM_GOOD as u64;
-        } else if f.rx_tcp_csum_fail() || f.rx_udp_csum_fail() {
-            ol |= ffi::RTE_MBUF_F_RX_L4_CKSUM_BAD as u64;
-        }
-        let hash_type = f.rx_hashtype();
-        if hash_type != 0 {
-            ol |= ffi::RTE_MBUF_F_RX_RSS_HASH as u64;
-        }
-        let vlan = f.rx_vlantag_present();
-        if vlan {
-            ol |= (ffi::RTE_MBUF_F_RX_VLAN as u64) | (ffi::RTE_MBUF_F_RX_VLAN_STRIPPED as u64);
-        }
-        // SAFETY: a posted mbuf the device just filled; we own it.
-        unsafe {
-            mbuf::set_data_len(m, len);
-            mbuf::set_pkt_len(m, u32::from(len));
-            mbuf::set_port(m, self.q.conf.port_id);
-            (*m).ol_flags = ol;
-            mbuf::set_packet_type(m, packet_type(&f));
-            mbuf::set_rss_hash(m, oob.ppi[k].pkt_hash());
-            mbuf::set_vlan_tci(m, if vlan { f.rx_vlan_id() } else { 0 });
-        }
-        self.stats().bytes.add(u64::from(len));
-        if vlan && self.q.offloads() & consts::RX_OFFLOAD_VLAN_STRIP == 0 {
-            // The device always strips; put the tag back when not asked to.
-            let mut mm = m;
-            // SAFETY: a valid mbuf; on failure it is left unchanged.
-            if unsafe { ffi::mana_shim_vlan_insert(&mut mm) } != 0 {
-                self.stats().vlan_reinsert_failed.add(1);
-                return false;
-            }
-            // SAFETY: the mbuf is ours (just received) and valid.
-            unsafe { (*m).ol_flags &= !(ffi::RTE_MBUF_F_RX_VLAN_STRIPPED as u64) };
-        }
-        true
-    }
-
+    /// Receives up to `pkts.len()` packets and reposts what they used.
     fn run(&mut self, pkts: &mut [*mut rte_mbuf]) -> usize {
-        let mut got = 0usize;
-        let mut consumed = 0u32;
-        while got < pkts.len() {
-            let (cqe, first) = match self.st.pending.take() {
-                Some((c, k)) => (c, usize::from(k)),
-                None => match self.st.cq.poll() {
-                    Ok(Some(c)) => (c as *const Cqe, 0),
-                    Ok(None) => break,
-                    Err(_) => {
-                        self.stats().cq_overflow.add(1);
-                        break;
-                    }
-                },
-            };
-            // SAFETY: a CQE in the ring; its slot is not reused before the
-            // buffers it names are reposted (after this burst).
-            let cqe = unsafe { &*cqe };
-            let ty = cqe.header().cqe_type_raw();
-            if ty != CqeType::RxOkay as u8 && ty != CqeType::RxCoalesced4 as u8 {
-                // A truncated completion is one packet; a garbled one used
-                // as many buffers as it names packets (one to four), so
-                // drop that many to stay in step with the device.
-                let n = if ty == CqeType::RxTruncated as u8 {
-                    self.stats().truncated.add(1);
-                    1
-                } else {
-                    self.stats().cqe_unexpected.add(1);
-                    cqe.rx_oob().num_packets().max(1) as u32
-                };
-                for _ in 0..n.min(self.st.posted()) {
-                    self.stats().errors.add(1);
-                    let m = self.take();
-                    consumed += 1;
-                    // SAFETY: the buffer of the failed completion is ours.
-                    unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
-                }
-                continue;
-            }
-            let oob = cqe.rx_oob();
-            let mut k = first;
-            while k < gdma::RX_OOB_NUM_PPI && oob.ppi[k].pkt_len() != 0 {
-                if got == pkts.len() {
-                    self.st.pending = Some((cqe, k as u8));
+        let q = self.q;
+        let st = &mut *self.st;
+        let n = pkts.len();
+        let (mut got, mut bytes) = (0usize, 0u64);
+        // Both rings' cursors stay in registers for the loop.
+        let mut posted = st.posted;
+        let mut pending = None;
+        if let Some((cqe, k)) = st.pending.take() {
+            (got, bytes, pending) = q.coalesced(&mut posted, cqe, usize::from(k), pkts);
+        }
+        let mut cq = st.cq.reader();
+        while got < n {
+            // The common case in bulk: single-packet completions, as many
+            // as there are ready ones, buffers posted and room in `pkts`,
+            // walked over contiguous parts of the rings.
+            let want = (n - got).min(posted.len() as usize) as u32;
+            let bufs = posted.oldest_run(want);
+            let out = &mut pkts[got..];
+            let limit = bufs.len().min(out.len());
+            let mut run = cq.run(limit as u32);
+            let (mut k, mut dropped) = (0usize, 0usize);
+            while k < limit {
+                let Some(c) = run.next() else { break };
+                let oob = c.rx_oob();
+                let len = oob.ppi[0].pkt_len();
+                if c.header().cqe_type_raw() != CqeType::RxOkay as u8 || len == 0 {
                     break;
                 }
-                if self.st.posted() == 0 {
-                    self.stats().cqe_unexpected.add(1);
-                    break;
+                let m = bufs[k];
+                out[k] = m;
+                bytes += u64::from(len);
+                if !q.fill(m, oob.flags.to_raw(), len, oob.ppi[0].pkt_hash()) {
+                    q.discard(m);
+                    out[k] = ptr::null_mut();
+                    bytes -= u64::from(len);
+                    dropped += 1;
                 }
-                let m = self.take();
-                consumed += 1;
                 k += 1;
-                if self.fill(m, oob, k - 1) {
+            }
+            cq.consume(k as u32);
+            posted.skip(k as u32);
+            got += if dropped > 0 {
+                compact(&mut out[..k])
+            } else {
+                k
+            };
+            if got == n {
+                break;
+            }
+            // What ended the run: nothing more, the ring's end, a
+            // completion of another kind, or no buffer left for it.
+            let c = match cq.poll() {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(_) => {
+                    q.stats.cq_overflow.add(1);
+                    break;
+                }
+            };
+            let ty = c.header().cqe_type_raw();
+            if ty == CqeType::RxOkay as u8 {
+                let oob = c.rx_oob();
+                let len = oob.ppi[0].pkt_len();
+                if posted.is_empty() {
+                    q.stats.cqe_unexpected.add(1);
+                    continue;
+                }
+                let m = posted.take();
+                if len == 0 {
+                    // An empty packet: the buffer was used for nothing.
+                    q.stats.cqe_unexpected.add(1);
+                    q.discard(m);
+                } else if q.fill(m, oob.flags.to_raw(), len, oob.ppi[0].pkt_hash()) {
                     pkts[got] = m;
                     got += 1;
+                    bytes += u64::from(len);
                 } else {
-                    self.stats().errors.add(1);
-                    // SAFETY: ours to free.
-                    unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
+                    q.discard(m);
                 }
+            } else if ty == CqeType::RxCoalesced4 as u8 {
+                let (g, b, p) = q.coalesced(&mut posted, c, 0, &mut pkts[got..]);
+                got += g;
+                bytes += b;
+                pending = p;
+            } else {
+                q.failed_completion(&mut posted, c, ty);
             }
         }
-        self.stats().packets.add(got as u64);
-        let want = consumed + self.st.deficit;
+        drop(cq);
+        st.pending = pending;
+        let consumed = posted.tail.wrapping_sub(st.posted.tail);
+        st.rq.tail = st.rq.tail.wrapping_add(consumed);
+        st.posted = posted;
+        q.stats.packets.add(got as u64);
+        q.stats.bytes.add(bytes);
+        let want = consumed + st.deficit;
         if want > 0 {
-            let posted = self.refill(want);
-            self.st.deficit = want - posted;
+            let done = self.refill(want);
+            self.st.deficit = want - done;
         }
         got
     }
+
+    /// Nothing to do: no completion, none pending, no buffer owed.
+    #[inline(always)]
+    fn idle(&self) -> bool {
+        self.st.pending.is_none() && self.st.deficit == 0 && self.st.cq.is_empty()
+    }
 }
 
-/// The packet type the completion flags reveal.
-#[inline(always)]
-fn packet_type(f: &gdma::RxCompFlags) -> u32 {
-    let h = f.rx_hashtype();
-    let mut t = ffi::RTE_PTYPE_L2_ETHER;
-    let v4 = f.rx_iphdr_csum_succeed()
-        || f.rx_iphdr_csum_fail()
-        || h & (ndis_hash::IPV4 | ndis_hash::TCP_IPV4 | ndis_hash::UDP_IPV4) != 0;
-    let v6 = h
-        & (ndis_hash::IPV6
-            | ndis_hash::TCP_IPV6
-            | ndis_hash::UDP_IPV6
-            | ndis_hash::IPV6_EX
-            | ndis_hash::TCP_IPV6_EX
-            | ndis_hash::UDP_IPV6_EX)
-        != 0;
-    if v4 {
-        t |= ffi::RTE_PTYPE_L3_IPV4_EXT_UNKNOWN;
-    } else if v6 {
-        t |= ffi::RTE_PTYPE_L3_IPV6_EXT_UNKNOWN;
-    }
-    let tcp = f.rx_tcp_csum_succeed()
-        || f.rx_tcp_csum_fail()
-        || h & (ndis_hash::TCP_IPV4 | ndis_hash::TCP_IPV6 | ndis_hash::TCP_IPV6_EX) != 0;
-    let udp = f.rx_udp_csum_succeed()
-        || f.rx_udp_csum_fail()
-        || h & (ndis_hash::UDP_IPV4 | ndis_hash::UDP_IPV6 | ndis_hash::UDP_IPV6_EX) != 0;
-    if tcp {
-        t |= ffi::RTE_PTYPE_L4_TCP;
-    } else if udp {
-        t |= ffi::RTE_PTYPE_L4_UDP;
-    }
-    t
+pub use super::rx_flags::PTYPES;
+
+/// A buffer outside the region a refill checks against: the cache (or a
+/// registration) gives the region that covers it, prepared for the refill's
+/// buffer length.
+#[cold]
+#[inline(never)]
+fn miss(
+    mr: &mut mr_cache::Cache,
+    port_id: u16,
+    addr: usize,
+    len: usize,
+) -> Option<mr_cache::FixedLen> {
+    mr.lkey(port_id, addr, len)?;
+    Some(mr.first().fixed_len(len))
 }
 
-/// The packet types `packet_type` can report, for `dev_supported_ptypes_get`.
-pub static PTYPES: [u32; 7] = [
-    ffi::RTE_PTYPE_L2_ETHER,
-    ffi::RTE_PTYPE_L3_IPV4_EXT_UNKNOWN,
-    ffi::RTE_PTYPE_L3_IPV6_EXT_UNKNOWN,
-    ffi::RTE_PTYPE_L4_TCP,
-    ffi::RTE_PTYPE_L4_UDP,
-    ffi::RTE_PTYPE_UNKNOWN,
-    ffi::RTE_PTYPE_UNKNOWN,
-];
+/// Moves the non-null pointers of `out` to its front, in order; returns
+/// how many there are.
+#[cold]
+#[inline(never)]
+fn compact(out: &mut [*mut rte_mbuf]) -> usize {
+    let mut w = 0;
+    for i in 0..out.len() {
+        if !out[i].is_null() {
+            out[w] = out[i];
+            w += 1;
+        }
+    }
+    w
+}
 
 /// `eth_rx_burst_t`.
 ///
@@ -505,9 +612,20 @@ pub unsafe extern "C" fn rx_burst(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u
         return 0;
     };
     let st = q.burst_state(&mut pass);
+    let b = q.burst(st);
+    if b.idle() {
+        return 0;
+    }
     // SAFETY: `pkts` has room for `n` pointers.
     let pkts = unsafe { std::slice::from_raw_parts_mut(pkts, usize::from(n)) };
-    q.burst(st).run(pkts) as u16
+    busy(b, pkts) as u16
+}
+
+/// The part of `rx_burst` that runs when there is work, out of line so an
+/// empty poll stays a few instructions.
+#[inline(never)]
+fn busy(mut b: Burst<'_>, pkts: &mut [*mut rte_mbuf]) -> usize {
+    b.run(pkts)
 }
 
 /// `rx_queue_count`: completions waiting (an upper bound for coalesced ones

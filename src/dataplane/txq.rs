@@ -4,32 +4,60 @@
 //!
 //! A `TxQueue` lives in DPDK shared memory (`rte_zmalloc_socket`) so that
 //! secondary processes can use it; it holds plain data only.
+//!
+//! Every burst's WQEs form one run: each but the last suppresses its CQE,
+//! so one OK completion completes the run. The run's end is recorded when
+//! it is posted, so reaping it is a few stores and one bulk free straight
+//! from the ring of in-flight mbufs (`rte_mempool_put_bulk` when the queue
+//! has `MBUF_FAST_FREE` and the run holds single-segment packets only).
 
 use super::gate::{Gate, Pass};
-use super::mr_cache;
+use super::mbuf_ring::MbufRing;
+use super::mr_cache::{self, Bounds};
 use super::queue::{alloc_queue_mem, free_queue_mem, ControlToken, DataQueue};
 use super::stats::Counter;
 use super::tx_prepare::Tso;
-use crate::ffi::{self, mbuf, rte_mbuf};
+use crate::ffi::{self, consts, mbuf, rte_mbuf};
 use crate::hw::doorbell::Doorbell;
-use crate::hw::ring::{CompQueue, WorkQueue};
+use crate::hw::ring::{CompQueue, WorkQueue, WqWriter};
 use gdma::{CqeType, Sge, TxLongOob, TxShortOob, WqeHeader};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 use std::ptr::{self, NonNull};
 
-/// One in-flight send: the mbuf chain and the ring space of its WQE.
-#[derive(Clone, Copy)]
+/// What reaping needs to know about one in-flight send besides its mbuf.
+#[derive(Clone, Copy, Default)]
 #[repr(C)]
-struct Desc {
-    mbuf: *mut rte_mbuf,
-    /// Bytes and packets on the wire (a TSO send is several packets).
+struct Send {
+    /// Bytes and packets on the wire (a TSO send is several packets), taken
+    /// back from the counters if the device fails it.
     wire_bytes: u32,
     wire_packets: u16,
+    /// Basic units of its WQE.
     bu: u8,
-    /// No CQE will name this WQE; the next unsuppressed one completes it.
-    suppressed: bool,
+    _pad: u8,
 }
+
+/// One burst's run of WQEs, recorded when posted: where it ends in the
+/// in-flight ring and in the SQ. An OK completion completes the oldest run.
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+struct Run {
+    end: u32,
+    sq_end: u32,
+    /// Every packet of the run is one direct segment of one pool, as
+    /// `MBUF_FAST_FREE` promises: freed with one `rte_mempool_put_bulk`.
+    fast: bool,
+}
+
+/// The per-descriptor memory of a queue: an mbuf pointer, a [`Send`] and a
+/// [`Run`] record each, kept as three arrays (the mbuf pointers contiguous
+/// for bulk frees).
+type DescMem = [u64; 4];
+const _: () = assert!(
+    std::mem::size_of::<*mut rte_mbuf>() + std::mem::size_of::<Send>() + std::mem::size_of::<Run>()
+        <= std::mem::size_of::<DescMem>()
+);
 
 /// Why a packet handed to `tx_burst` was dropped (and freed) by the driver.
 #[derive(Clone, Copy, Debug)]
@@ -88,17 +116,22 @@ pub struct TxState {
     sq: WorkQueue,
     sq_db: Doorbell,
     cq: CompQueue,
-    desc: *mut Desc,
-    desc_mask: u32,
-    desc_head: u32,
-    desc_tail: u32,
-    desc_len: u32,
+    /// The mbufs of the sends in flight, oldest first.
+    inflight: MbufRing,
+    /// Per in-flight slot (same index as `inflight`).
+    sends: *mut Send,
+    /// Runs in flight, oldest first; as many slots as descriptors.
+    runs: *mut Run,
+    run_head: u32,
+    run_tail: u32,
     nb_desc: u32,
     /// Per-queue OOB fields (vcq_num, vsq_frame, vport offset).
     oob_template: TxShortOob,
     /// The vPort offset does not fit the short OOB: always use the long one.
     long_vp: Option<u16>,
     max_sge: u32,
+    /// The application promised `MBUF_FAST_FREE`.
+    fast_free: bool,
     mr: mr_cache::Cache,
 }
 
@@ -118,10 +151,20 @@ impl TxQueue {
     /// Allocates a queue and its descriptor ring on the configured socket.
     pub fn alloc(conf: TxConf) -> Option<NonNull<TxQueue>> {
         debug_assert!(conf.nb_desc.is_power_of_two());
-        let (q, desc) = alloc_queue_mem::<TxQueue, Desc>(c"mana_txq", conf.nb_desc, conf.socket)?;
+        let (q, desc) =
+            alloc_queue_mem::<TxQueue, DescMem>(c"mana_txq", conf.nb_desc, conf.socket)?;
         let nb_desc = u32::from(conf.nb_desc);
-        // SAFETY: fresh memory for one queue, written before anyone sees it.
+        // The three arrays, each 8-byte aligned, inside the allocation.
+        let n = nb_desc as usize;
+        let base = desc as *mut u8;
+        // SAFETY: fresh memory for one queue, written before anyone sees
+        // it; the arrays lie inside the nb_desc * 32 bytes of `desc` (the
+        // const assertion above), zeroed (rte_zmalloc).
         unsafe {
+            let mbufs = base as *mut *mut rte_mbuf;
+            let sends = base.add(n * std::mem::size_of::<*mut rte_mbuf>()) as *mut Send;
+            let runs = base.add(n * (std::mem::size_of::<*mut rte_mbuf>() + std::mem::size_of::<Send>()))
+                as *mut Run;
             ptr::write(
                 q,
                 TxQueue {
@@ -130,15 +173,16 @@ impl TxQueue {
                         sq: WorkQueue::empty(),
                         sq_db: Doorbell::default(),
                         cq: CompQueue::empty(),
-                        desc,
-                        desc_mask: nb_desc - 1,
-                        desc_head: 0,
-                        desc_tail: 0,
-                        desc_len: 0,
+                        inflight: MbufRing::new(mbufs, nb_desc),
+                        sends,
+                        runs,
+                        run_head: 0,
+                        run_tail: 0,
                         nb_desc,
                         oob_template: TxShortOob::new(),
                         long_vp: None,
                         max_sge: 1,
+                        fast_free: conf.offloads & consts::TX_OFFLOAD_MBUF_FAST_FREE != 0,
                         mr: mr_cache::Cache::new(),
                     }),
                     stats: TxStats::default(),
@@ -207,9 +251,10 @@ impl TxQueue {
             .with_short_vp_offset(vp_short);
         st.long_vp = long_vp;
         st.max_sge = hw.max_sge.clamp(1, gdma::MAX_TX_WQE_SGES as u32);
-        st.desc_head = 0;
-        st.desc_tail = 0;
-        st.desc_len = 0;
+        st.inflight.head = 0;
+        st.inflight.tail = 0;
+        st.run_head = 0;
+        st.run_tail = 0;
     }
 
     /// After the hardware queue is gone: frees every mbuf still in flight
@@ -226,7 +271,23 @@ impl TxQueue {
 
 impl TxState {
     pub fn in_flight(&self) -> u32 {
-        self.desc_len
+        self.inflight.len()
+    }
+
+    /// The [`Send`] record of in-flight position `pos`.
+    #[inline(always)]
+    fn send_at(&mut self, pos: u32) -> &mut Send {
+        // SAFETY: the index is masked into the `nb_desc` records `alloc`
+        // carved out of the queue's descriptor memory.
+        unsafe { &mut *self.sends.add(self.inflight.index(pos)) }
+    }
+
+    /// The [`Run`] record of run position `pos`.
+    #[inline(always)]
+    fn run_at(&mut self, pos: u32) -> &mut Run {
+        // SAFETY: as `send_at`: masked (runs never outnumber descriptors,
+        // so the ring of `nb_desc` records cannot overflow).
+        unsafe { &mut *self.runs.add(self.inflight.index(pos)) }
     }
 }
 
@@ -250,7 +311,7 @@ impl DataQueue for TxQueue {
         unsafe {
             let st = &mut *q.as_ref().state.get();
             q.as_ref().burst(st).detach();
-            free_queue_mem(q.as_ptr(), st.desc);
+            free_queue_mem(q.as_ptr(), st.inflight.slots() as *mut DescMem);
         }
     }
 }
@@ -261,49 +322,75 @@ struct Burst<'a> {
     q: &'a TxQueue,
 }
 
+/// What the general path did with one packet.
+enum Posted {
+    /// Written as a WQE: its OOB (for late patching), one segment of one
+    /// pool (for `MBUF_FAST_FREE`), packets and bytes on the wire.
+    Wqe(*mut u8, bool, u32, u32),
+    /// Dropped (and freed).
+    Dropped,
+    /// No room left in the SQ: the burst ends.
+    Full,
+}
+
 impl Burst<'_> {
     /// After the hardware queue is gone: frees every mbuf still in flight
     /// (they will never complete) and forgets the rings. Returns how many.
     fn detach(&mut self) -> u32 {
-        let n = self.st.desc_len;
-        while self.st.desc_len > 0 {
-            let d = self.take_desc();
+        let n = self.st.inflight.len();
+        while !self.st.inflight.is_empty() {
+            let pos = self.st.inflight.tail;
+            let s = *self.st.send_at(pos);
+            let m = self.st.inflight.take();
             // Counted as sent when posted; they never reached the wire.
-            self.q.stats.packets.sub(u64::from(d.wire_packets));
-            self.q.stats.bytes.sub(u64::from(d.wire_bytes));
-            self.q.stats.errors.add(u64::from(d.wire_packets));
+            self.q.stats.packets.sub(u64::from(s.wire_packets));
+            self.q.stats.bytes.sub(u64::from(s.wire_bytes));
+            self.q.stats.errors.add(u64::from(s.wire_packets));
             // SAFETY: the mbuf was handed to us by tx_burst and not freed.
-            unsafe { ffi::rte_pktmbuf_free_bulk(&mut { d.mbuf }, 1) };
+            unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
         }
+        self.st.run_tail = self.st.run_head;
         self.st.sq = WorkQueue::empty();
         self.st.cq = CompQueue::empty();
         self.st.mr.clear();
         n
     }
 
+    /// Frees the oldest `n` in-flight mbufs, in bulk, straight from the
+    /// ring; `fast`: all single-segment mbufs of the first one's pool with
+    /// a reference count of one (`MBUF_FAST_FREE`).
     #[inline(always)]
-    fn take_desc(&mut self) -> Desc {
-        // SAFETY: the caller checked desc_len > 0; the index is masked.
-        let d = unsafe {
-            *self
-                .st
-                .desc
-                .add((self.st.desc_tail & self.st.desc_mask) as usize)
-        };
-        self.st.desc_tail = self.st.desc_tail.wrapping_add(1);
-        self.st.desc_len -= 1;
-        self.st.sq.tail = self.st.sq.tail.wrapping_add(u32::from(d.bu));
-        d
+    fn free_oldest(&mut self, n: u32, fast: bool) {
+        if n == 0 {
+            return;
+        }
+        let ring = &mut self.st.inflight;
+        // SAFETY: the ring holds at least `n` mbufs (the caller's count of
+        // a run's remaining slots), valid, sent and completed.
+        let pool = unsafe { (*ring.oldest()).pool };
+        for (p, k) in ring.take_runs(n) {
+            if k == 0 {
+                continue;
+            }
+            // SAFETY: `p` points to `k` completed mbufs of this queue, ours
+            // to free; with `fast`, the application promised (and `post`
+            // checked the segment count) that they are direct, of `pool`,
+            // with a reference count of one, so returning them to the pool
+            // is what rte_pktmbuf_free would do.
+            unsafe {
+                if fast {
+                    ffi::mana_shim_mempool_put_bulk(pool, p as *const *mut c_void, k);
+                } else {
+                    ffi::rte_pktmbuf_free_bulk(p, k);
+                }
+            }
+        }
     }
 
     /// Processes every available completion, freeing the sent mbufs in
     /// bulk. Returns the number of packets completed.
     fn reap(&mut self) -> u32 {
-        const BULK: usize = 64;
-        let mut done: [*mut rte_mbuf; BULK] = [ptr::null_mut(); BULK];
-        let mut n_done = 0usize;
         let mut completed = 0u32;
-        let (mut unsent, mut unsent_bytes) = (0u64, 0u64);
         loop {
             let ty = match self.st.cq.poll() {
                 Ok(Some(cqe)) => cqe.header().cqe_type_raw(),
@@ -313,231 +400,353 @@ impl Burst<'_> {
                     break;
                 }
             };
-            let ok = ty == CqeType::TxOkay as u8;
-            // An OK CQE completes the run of suppressed WQEs up to and
-            // including the next unsuppressed one; an error CQE is per WQE.
-            // An unknown (garbled) one is taken as completing a run, like
-            // the OK it most likely was, so later completions stay in step;
-            // its packets' fate is unknown and they count as errors.
-            let mut whole_run = ok;
-            if !ok {
-                match CqeType::from_raw(ty) {
-                    Some(t) if t.is_tx() => {
-                        let i = usize::from(ty - CqeType::TxOkay as u8).min(TX_ERR_KINDS - 1);
-                        self.q.stats.cqe_errors[i].add(1);
-                    }
-                    _ => {
-                        self.q.stats.cqe_unexpected.add(1);
-                        whole_run = true;
-                    }
-                }
-            }
-            loop {
-                if self.st.desc_len == 0 {
-                    self.q.stats.cqe_unexpected.add(1);
-                    break;
-                }
-                let d = self.take_desc();
-                completed += 1;
-                if !ok {
-                    // Counted as sent when posted; the device dropped it.
-                    self.q.stats.errors.add(1);
-                    unsent += u64::from(d.wire_packets);
-                    unsent_bytes += u64::from(d.wire_bytes);
-                }
-                done[n_done] = d.mbuf;
-                n_done += 1;
-                if n_done == BULK {
-                    // SAFETY: the mbufs completed and are ours to free.
-                    unsafe { ffi::rte_pktmbuf_free_bulk(done.as_mut_ptr(), BULK as u32) };
-                    n_done = 0;
-                }
-                if !(whole_run && d.suppressed) {
-                    break;
-                }
+            if ty == CqeType::TxOkay as u8 && self.st.run_tail != self.st.run_head {
+                // The oldest run is complete (what error completions left
+                // of it).
+                let r = *self.st.run_at(self.st.run_tail);
+                self.st.run_tail = self.st.run_tail.wrapping_add(1);
+                let n = r.end.wrapping_sub(self.st.inflight.tail);
+                self.free_oldest(n, r.fast && self.st.fast_free);
+                self.st.sq.tail = r.sq_end;
+                completed += n;
+            } else {
+                completed += self.failed(ty);
             }
         }
-        if n_done > 0 {
-            // SAFETY: the first n_done entries are completed mbufs, ours.
-            unsafe { ffi::rte_pktmbuf_free_bulk(done.as_mut_ptr(), n_done as u32) };
-        }
-        self.q.stats.packets.sub(unsent);
-        self.q.stats.bytes.sub(unsent_bytes);
         completed
     }
 
-    fn drop_packet(&mut self, m: *mut rte_mbuf, why: DropReason) {
-        self.q.stats.drops[why as usize].add(1);
-        self.q.stats.errors.add(1);
-        // SAFETY: the packet was handed to us and is freed exactly once.
-        unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
+    /// A completion other than the OK of a run in flight. Returns how many
+    /// sends it completed.
+    #[cold]
+    #[inline(never)]
+    fn failed(&mut self, ty: u8) -> u32 {
+        if self.st.run_tail == self.st.run_head {
+            // Nothing in flight to complete.
+            self.q.stats.cqe_unexpected.add(1);
+            return 0;
+        }
+        // An error completion is for one WQE: the oldest. An unknown
+        // (garbled) one is taken as completing a run, like the OK it most
+        // likely was, so later completions stay in step; its packets' fate
+        // is unknown and they count as errors.
+        let n = match CqeType::from_raw(ty) {
+            Some(t) if t.is_tx() => {
+                let i = usize::from(ty - CqeType::TxOkay as u8).min(TX_ERR_KINDS - 1);
+                self.q.stats.cqe_errors[i].add(1);
+                1
+            }
+            _ => {
+                self.q.stats.cqe_unexpected.add(1);
+                let end = self.st.run_at(self.st.run_tail).end;
+                end.wrapping_sub(self.st.inflight.tail)
+            }
+        };
+        let (mut unsent, mut unsent_bytes) = (0u64, 0u64);
+        for _ in 0..n {
+            let pos = self.st.inflight.tail;
+            let s = *self.st.send_at(pos);
+            // Counted as sent when posted; the device dropped it.
+            self.q.stats.errors.add(1);
+            unsent += u64::from(s.wire_packets);
+            unsent_bytes += u64::from(s.wire_bytes);
+            self.st.sq.tail = self.st.sq.tail.wrapping_add(u32::from(s.bu));
+            self.free_oldest(1, false);
+            let tail = self.st.inflight.tail;
+            let r = *self.st.run_at(self.st.run_tail);
+            if tail == r.end {
+                // The run is used up.
+                self.st.sq.tail = r.sq_end;
+                self.st.run_tail = self.st.run_tail.wrapping_add(1);
+                break;
+            }
+        }
+        self.q.stats.packets.sub(unsent);
+        self.q.stats.bytes.sub(unsent_bytes);
+        n
     }
 
     /// Posts packets until the ring or the burst ends; rings the doorbell
     /// once. Returns how many packets were consumed (sent or dropped).
+    ///
+    /// The plain packet (one segment, no TSO, no VLAN insert, short OOB)
+    /// takes the fast path: a one-unit WQE from the queue's template, the
+    /// memory region checked against the last one used. Everything else
+    /// goes through [`Burst::general`].
     fn post(&mut self, pkts: &mut [*mut rte_mbuf]) -> usize {
+        const SLOW: u64 = ffi::RTE_MBUF_F_TX_TCP_SEG | ffi::RTE_MBUF_F_TX_VLAN;
+        let q = self.q;
+        let port_id = q.conf.port_id;
+        let TxState {
+            sq,
+            inflight,
+            sends,
+            nb_desc,
+            oob_template,
+            long_vp,
+            max_sge,
+            mr,
+            ..
+        } = &mut *self.st;
+        let shape = Shape {
+            template: *oob_template,
+            long_vp: *long_vp,
+            max_sge: *max_sge,
+            sends: *sends,
+        };
+        let short = long_vp.is_none();
+        // Every WQE suppresses its CQE; the last one's bit is cleared below.
+        let template = oob_template.to_raw() | bits::SUPPRESS;
+        let mut ring = *inflight;
+        let run_start = ring.head;
+        let mut room = *nb_desc - ring.len();
+        let sends = *sends;
+        let mut region = mr.first().bounds();
+        let mut fast = true;
+        let mut wq = sq.writer();
         let mut last_oob: *mut u8 = ptr::null_mut();
-        let mut last_suppressed = false;
-        let mut sgl = [Sge::default(); gdma::MAX_TX_WQE_SGES];
-        let n = pkts.len();
-        let mut i = 0;
         let (mut sent, mut sent_bytes) = (0u64, 0u64);
-        while i < n && self.st.desc_len < self.st.nb_desc {
-            let mut m = pkts[i];
-            // SAFETY: tx_burst's caller hands us valid mbuf chains.
-            let mut nb_segs = u32::from(unsafe { mbuf::nb_segs(m) });
-            // SAFETY: the same valid mbuf.
-            let tso = unsafe { (*m).ol_flags } & ffi::RTE_MBUF_F_TX_TCP_SEG != 0;
-            // TSO puts the headers alone in SGE 0: one more SGE at most.
-            if nb_segs + u32::from(tso) > self.st.max_sge {
-                match linearize(m) {
-                    Some(l) => {
-                        self.q.stats.linearized.add(1);
-                        m = l;
-                        pkts[i] = l;
-                        nb_segs = 1;
-                    }
-                    None => {
-                        self.drop_packet(m, DropReason::TooManySegments);
-                        i += 1;
-                        continue;
-                    }
+        let mut i = 0;
+        while i < pkts.len() && room > 0 {
+            let m = pkts[i];
+            // SAFETY: tx_burst's caller hands us valid mbufs.
+            let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
+            if short && nb_segs == 1 && ol & SLOW == 0 {
+                if wq.free_bu() == 0 {
+                    break;
                 }
-            }
-            // SAFETY: a valid mbuf (linearize returns one too).
-            let (ol, vlan_tci, pkt_len, tx_offload) = unsafe {
-                (
-                    (*m).ol_flags,
-                    mbuf::vlan_tci(m),
-                    mbuf::pkt_len(m),
-                    mbuf::tx_offload(m),
-                )
-            };
-            let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
-            let long = self.st.long_vp.is_some() || vlan;
-            let oob_words = if long { 3 } else { 1 };
-            let tso = if tso {
-                match Tso::of(m, ol, tx_offload) {
-                    Ok(t) => t,
-                    Err(()) => {
-                        self.drop_packet(m, DropReason::BadTso);
-                        i += 1;
-                        continue;
-                    }
-                }
-            } else {
-                None
-            };
-            let num_sge = nb_segs + tso.map_or(0, |t| u32::from(t.split));
-            let bu = gdma::wqe_size_bu(oob_words * 8, num_sge as usize);
-            if self.st.sq.free_bu() < bu {
-                break;
-            }
-            let Some(()) = self.fill_sgl(m, nb_segs, tso, &mut sgl) else {
-                self.drop_packet(m, DropReason::NoMemoryRegion);
-                i += 1;
-                continue;
-            };
-            let suppressed = i + 1 < n;
-            let mut oob = [
-                tx_oob(self.st.oob_template, ol, tx_offload, suppressed, long),
-                0,
-                0,
-            ];
-            let base = if long {
-                bits::HDR_LONG
-            } else {
-                bits::HDR_SHORT
-            };
-            let mut header = base | (u64::from(num_sge) * bits::HDR_NUM_SGE_ONE);
-            // An inserted VLAN tag is on the wire too.
-            let tag = if vlan { 4 } else { 0 };
-            let (mut wire_packets, mut wire_bytes) = (1u32, pkt_len + tag);
-            if let Some(t) = tso {
-                // As the kernel driver sends GSO: headers in SGE 0 (their
-                // length in last_vbytes), MSS in client_data_unit.
-                header = WqeHeader::from_raw(header)
-                    .with_client_oob_in_sgl(true)
-                    .with_last_vbytes(t.hdr_len)
-                    .with_client_data_unit(t.mss)
-                    .to_raw();
-                oob[0] = TxShortOob::from_raw(oob[0])
-                    .with_comp_iphdr_csum(true)
-                    .with_comp_tcp_csum(true)
-                    .with_trans_off(t.trans_off)
-                    .to_raw();
-                (wire_packets, wire_bytes) = t.wire(pkt_len);
-                wire_bytes += tag * wire_packets;
-            }
-            if long {
-                let mut l = TxLongOob::new();
-                if vlan {
-                    l = l.with_vlan_tci(vlan_tci);
-                }
-                if let Some(vp) = self.st.long_vp {
-                    l = l.with_long_vp_offset(vp);
-                }
-                let l = l.into_bits().get();
-                oob[1] = l as u64;
-                oob[2] = (l >> 64) as u64;
-            }
-            last_oob = self
-                .st
-                .sq
-                .post(header, &oob[..oob_words], &sgl[..num_sge as usize], bu);
-            last_suppressed = suppressed;
-            // SAFETY: the index is masked into the ring.
-            unsafe {
-                *self
-                    .st
-                    .desc
-                    .add((self.st.desc_head & self.st.desc_mask) as usize) = Desc {
-                    mbuf: m,
-                    wire_bytes,
-                    wire_packets: wire_packets.min(u32::from(u16::MAX)) as u16,
-                    bu: bu as u8,
-                    suppressed,
+                // SAFETY: a valid single-segment mbuf.
+                let (addr, len, pkt_len) = unsafe {
+                    (
+                        (*m).buf_addr as usize + usize::from(mbuf::data_off(m)),
+                        u32::from(mbuf::data_len(m)),
+                        mbuf::pkt_len(m),
+                    )
                 };
+                if !region.covers(addr, len as usize) {
+                    match miss(mr, port_id, addr, len as usize) {
+                        Some(r) => region = r,
+                        None => {
+                            q.drop_packet(m, DropReason::NoMemoryRegion);
+                            i += 1;
+                            continue;
+                        }
+                    }
+                }
+                let oob = template | csum_bits(ol, m);
+                let sge = Sge::new(addr as u64, region.lkey, len);
+                last_oob = wq.post_bu(bits::HDR_PLAIN, oob, sge);
+                let slot = ring.index(ring.head);
+                ring.push(m);
+                // SAFETY: `slot` is an index of the queue's `sends` records.
+                unsafe {
+                    *sends.add(slot) = Send {
+                        wire_bytes: pkt_len,
+                        wire_packets: 1,
+                        bu: 1,
+                        _pad: 0,
+                    }
+                };
+                sent += 1;
+                sent_bytes += u64::from(pkt_len);
+            } else {
+                let (w, outcome) = q.general(&shape, mr, wq, &mut ring, &mut pkts[i], &mut region);
+                wq = w;
+                match outcome {
+                    Posted::Wqe(oob, one, packets, bytes) => {
+                        last_oob = oob;
+                        fast &= one;
+                        sent += u64::from(packets);
+                        sent_bytes += u64::from(bytes);
+                    }
+                    Posted::Dropped => {
+                        i += 1;
+                        continue;
+                    }
+                    Posted::Full => break,
+                }
             }
-            self.st.desc_head = self.st.desc_head.wrapping_add(1);
-            self.st.desc_len += 1;
-            sent += u64::from(wire_packets);
-            sent_bytes += u64::from(wire_bytes);
+            room -= 1;
             i += 1;
         }
+        let sq_end = wq.head();
+        drop(wq);
+        let st = &mut *self.st;
+        st.inflight = ring;
         // Counted when the device takes them (so counters agree with the
         // device's whenever the queue is idle); errors are taken back at reap.
-        self.q.stats.packets.add(sent);
-        self.q.stats.bytes.add(sent_bytes);
+        q.stats.packets.add(sent);
+        q.stats.bytes.add(sent_bytes);
         if !last_oob.is_null() {
-            if last_suppressed {
-                // The burst ended early: the last WQE must produce a CQE, or
-                // its run would wait for a later burst to complete.
-                // SAFETY: the OOB of the WQE just written; the device has not
-                // been told about it yet.
-                unsafe {
-                    *last_oob &= !0x80;
-                    let d = self
-                        .st
-                        .desc
-                        .add((self.st.desc_head.wrapping_sub(1) & self.st.desc_mask) as usize);
-                    (*d).suppressed = false;
+            // The run's last WQE produces the CQE that completes the run.
+            // SAFETY: the OOB of the WQE just written, in the SQ ring; the
+            // device has not been told about it yet.
+            unsafe { *last_oob &= !bits::SUPPRESS_BYTE0 };
+            let pos = st.run_head;
+            *st.run_at(pos) = Run {
+                end: ring.head,
+                sq_end,
+                fast,
+            };
+            st.run_head = pos.wrapping_add(1);
+            st.sq_db.ring(port_id, st.sq.doorbell_tail());
+        }
+        debug_assert!(run_start != ring.head || last_oob.is_null());
+        i
+    }
+
+}
+
+/// What the general path needs of a queue's burst state besides its rings.
+struct Shape {
+    template: TxShortOob,
+    long_vp: Option<u16>,
+    max_sge: u32,
+    sends: *mut Send,
+}
+
+impl TxQueue {
+    fn drop_packet(&self, m: *mut rte_mbuf, why: DropReason) {
+        self.stats.drops[why as usize].add(1);
+        self.stats.errors.add(1);
+        // SAFETY: the packet was handed to us and is freed exactly once.
+        unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
+    }
+
+    /// The general path of `post` for one packet: chains (linearised when
+    /// they have more segments than a WQE takes), TSO, VLAN insertion and
+    /// the long OOB. Takes the WQ cursor by value and gives it back, so the
+    /// fast path keeps its copy in registers.
+    #[inline(never)]
+    fn general<'w>(
+        &self,
+        shape: &Shape,
+        mr: &mut mr_cache::Cache,
+        mut wq: WqWriter<'w>,
+        ring: &mut MbufRing,
+        slot: &mut *mut rte_mbuf,
+        region: &mut Bounds,
+    ) -> (WqWriter<'w>, Posted) {
+        let mut m = *slot;
+        // SAFETY: tx_burst's caller hands us valid mbuf chains.
+        let mut nb_segs = u32::from(unsafe { mbuf::nb_segs(m) });
+        // SAFETY: the same valid mbuf.
+        let tso = unsafe { (*m).ol_flags } & ffi::RTE_MBUF_F_TX_TCP_SEG != 0;
+        // TSO puts the headers alone in SGE 0: one more SGE at most.
+        if nb_segs + u32::from(tso) > shape.max_sge {
+            match linearize(m) {
+                Some(l) => {
+                    self.stats.linearized.add(1);
+                    m = l;
+                    *slot = l;
+                    nb_segs = 1;
+                }
+                None => {
+                    self.drop_packet(m, DropReason::TooManySegments);
+                    return (wq, Posted::Dropped);
                 }
             }
-            self.ring_doorbell();
         }
-        i
+        // SAFETY: a valid mbuf (linearize returns one too).
+        let (ol, vlan_tci, pkt_len, tx_offload) = unsafe {
+            (
+                (*m).ol_flags,
+                mbuf::vlan_tci(m),
+                mbuf::pkt_len(m),
+                mbuf::tx_offload(m),
+            )
+        };
+        let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
+        let long = shape.long_vp.is_some() || vlan;
+        let oob_words = if long { 3 } else { 1 };
+        let tso = if tso {
+            match Tso::of(m, ol, tx_offload) {
+                Ok(t) => t,
+                Err(()) => {
+                    self.drop_packet(m, DropReason::BadTso);
+                    return (wq, Posted::Dropped);
+                }
+            }
+        } else {
+            None
+        };
+        let num_sge = nb_segs + tso.map_or(0, |t| u32::from(t.split));
+        let bu = gdma::wqe_size_bu(oob_words * 8, num_sge as usize);
+        if wq.free_bu() < bu {
+            return (wq, Posted::Full);
+        }
+        let mut sgl = [Sge::default(); gdma::MAX_TX_WQE_SGES];
+        let Some(()) = self.fill_sgl(mr, m, nb_segs, tso, &mut sgl, region) else {
+            self.drop_packet(m, DropReason::NoMemoryRegion);
+            return (wq, Posted::Dropped);
+        };
+        let mut oob = [
+            tx_oob(shape.template, ol, tx_offload, true, long),
+            0,
+            0,
+        ];
+        let base = if long {
+            bits::HDR_LONG
+        } else {
+            bits::HDR_SHORT
+        };
+        let mut header = base | (u64::from(num_sge) * bits::HDR_NUM_SGE_ONE);
+        // An inserted VLAN tag is on the wire too.
+        let tag = if vlan { 4 } else { 0 };
+        let (mut wire_packets, mut wire_bytes) = (1u32, pkt_len + tag);
+        if let Some(t) = tso {
+            // As the kernel driver sends GSO: headers in SGE 0 (their
+            // length in last_vbytes), MSS in client_data_unit.
+            header = WqeHeader::from_raw(header)
+                .with_client_oob_in_sgl(true)
+                .with_last_vbytes(t.hdr_len)
+                .with_client_data_unit(t.mss)
+                .to_raw();
+            oob[0] = TxShortOob::from_raw(oob[0])
+                .with_comp_iphdr_csum(true)
+                .with_comp_tcp_csum(true)
+                .with_trans_off(t.trans_off)
+                .to_raw();
+            (wire_packets, wire_bytes) = t.wire(pkt_len);
+            wire_bytes += tag * wire_packets;
+        }
+        if long {
+            let mut l = TxLongOob::new();
+            if vlan {
+                l = l.with_vlan_tci(vlan_tci);
+            }
+            if let Some(vp) = shape.long_vp {
+                l = l.with_long_vp_offset(vp);
+            }
+            let l = l.into_bits().get();
+            oob[1] = l as u64;
+            oob[2] = (l >> 64) as u64;
+        }
+        let last_oob = wq.post(header, &oob[..oob_words], &sgl[..num_sge as usize], bu);
+        let slot = ring.index(ring.head);
+        ring.push(m);
+        // SAFETY: `slot` is an index of the queue's `sends` records.
+        unsafe {
+            *shape.sends.add(slot) = Send {
+                wire_bytes,
+                wire_packets: wire_packets.min(u32::from(u16::MAX)) as u16,
+                bu: bu as u8,
+                _pad: 0,
+            }
+        };
+        (wq, Posted::Wqe(last_oob, nb_segs == 1, wire_packets, wire_bytes))
     }
 
     /// One SGE per segment; with TSO, the first segment's headers get an SGE
     /// of their own. `None` if a segment lies outside registered memory.
-    #[inline(always)]
     fn fill_sgl(
-        &mut self,
+        &self,
+        mr: &mut mr_cache::Cache,
         m: *mut rte_mbuf,
         nb_segs: u32,
         tso: Option<Tso>,
         sgl: &mut [Sge],
+        region: &mut Bounds,
     ) -> Option<()> {
         let mut seg = m;
         let mut k = 0;
@@ -550,7 +759,10 @@ impl Burst<'_> {
                     (*seg).next,
                 )
             };
-            let lkey = self.st.mr.lkey(self.q.conf.port_id, addr, len as usize)?;
+            if !region.covers(addr, len as usize) {
+                *region = miss(mr, self.conf.port_id, addr, len as usize)?;
+            }
+            let lkey = region.lkey;
             match tso {
                 Some(t) if j == 0 && t.split => {
                     let h = u32::from(t.hdr_len);
@@ -567,13 +779,15 @@ impl Burst<'_> {
         }
         Some(())
     }
+}
 
-    #[inline(always)]
-    fn ring_doorbell(&mut self) {
-        self.st
-            .sq_db
-            .ring(self.q.conf.port_id, self.st.sq.doorbell_tail());
-    }
+/// A segment outside the region the burst checks against: the cache (or a
+/// registration) gives the region that covers it.
+#[cold]
+#[inline(never)]
+fn miss(mr: &mut mr_cache::Cache, port_id: u16, addr: usize, len: usize) -> Option<Bounds> {
+    mr.lkey(port_id, addr, len)?;
+    Some(mr.first().bounds())
 }
 
 /// Packet-dependent bits of the TX short OOB and the WQE header, taken once
@@ -591,6 +805,10 @@ mod bits {
     pub const TCP_CSUM: u64 = o(O::new().with_comp_tcp_csum(true));
     pub const UDP_CSUM: u64 = o(O::new().with_comp_udp_csum(true));
     pub const SUPPRESS: u64 = o(O::new().with_suppress_txcqe_gen(true));
+    /// The suppression bit within the OOB's first byte (cleared in place on
+    /// a run's last WQE).
+    pub const SUPPRESS_BYTE0: u8 = SUPPRESS as u8;
+    const _: () = assert!(SUPPRESS < 0x100, "the suppression bit is in byte 0");
     /// `trans_off = 1`; a multiple of it sets the 10-bit field.
     pub const TRANS_OFF_ONE: u64 = o(O::new().with_trans_off(1));
     pub const HDR_SHORT: u64 = H::new()
@@ -601,6 +819,11 @@ mod bits {
         .to_raw();
     /// `num_sge = 1`; a multiple of it sets the 8-bit field.
     pub const HDR_NUM_SGE_ONE: u64 = H::new().with_num_sge(1).to_raw();
+    /// The header of the plain send: short OOB, one SGE (one basic unit).
+    pub const HDR_PLAIN: u64 = H::new()
+        .with_inline_oob_size_div4((gdma::INLINE_OOB_SMALL_SIZE / 4) as u8)
+        .with_num_sge(1)
+        .to_raw();
 
     /// `b` if `on`, else 0, without a branch.
     #[inline(always)]
@@ -609,28 +832,50 @@ mod bits {
     }
 }
 
+/// The checksum-offload bits of the short OOB for a packet with flags `ol`
+/// (reading the header lengths of `m` only for TCP).
+#[inline(always)]
+fn csum_bits(ol: u64, m: *mut rte_mbuf) -> u64 {
+    if ol & OFFLOADS == 0 {
+        return 0;
+    }
+    // SAFETY: a valid mbuf handed to tx_burst.
+    offload_bits(ol, || unsafe { mbuf::tx_offload(m) })
+}
+
+const OFFLOADS: u64 = ffi::RTE_MBUF_F_TX_L4_MASK
+    | ffi::RTE_MBUF_F_TX_IP_CKSUM
+    | ffi::RTE_MBUF_F_TX_IPV4
+    | ffi::RTE_MBUF_F_TX_IPV6;
+
+/// The OOB bits the checksum flags ask for; `tx_offload` is read for the
+/// TCP transport offset only.
+#[inline(always)]
+fn offload_bits(ol: u64, tx_offload: impl FnOnce() -> u64) -> u64 {
+    use bits::when;
+    let l4 = ol & ffi::RTE_MBUF_F_TX_L4_MASK;
+    let tcp = l4 == ffi::RTE_MBUF_F_TX_TCP_CKSUM;
+    let mut o = when(ol & ffi::RTE_MBUF_F_TX_IPV4 != 0, bits::IPV4)
+        | when(ol & ffi::RTE_MBUF_F_TX_IPV6 != 0, bits::IPV6)
+        | when(ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0, bits::IP_CSUM)
+        | when(tcp, bits::TCP_CSUM)
+        | when(l4 == ffi::RTE_MBUF_F_TX_UDP_CKSUM, bits::UDP_CSUM);
+    if tcp {
+        // l2_len is bits 0-6 of tx_offload, l3_len bits 7-15.
+        let t = tx_offload();
+        let off = (t & 0x7f) + ((t >> 7) & 0x1ff);
+        o |= off.min(0x3ff) * bits::TRANS_OFF_ONE;
+    }
+    o
+}
+
 /// The short OOB for one packet, as its raw value.
 #[inline(always)]
 fn tx_oob(template: TxShortOob, ol: u64, tx_offload: u64, suppressed: bool, long: bool) -> u64 {
     use bits::when;
-    const OFFLOADS: u64 = ffi::RTE_MBUF_F_TX_L4_MASK
-        | ffi::RTE_MBUF_F_TX_IP_CKSUM
-        | ffi::RTE_MBUF_F_TX_IPV4
-        | ffi::RTE_MBUF_F_TX_IPV6;
     let mut o = template.to_raw() | when(long, bits::LONG) | when(suppressed, bits::SUPPRESS);
     if ol & OFFLOADS != 0 {
-        let l4 = ol & ffi::RTE_MBUF_F_TX_L4_MASK;
-        let tcp = l4 == ffi::RTE_MBUF_F_TX_TCP_CKSUM;
-        o |= when(ol & ffi::RTE_MBUF_F_TX_IPV4 != 0, bits::IPV4)
-            | when(ol & ffi::RTE_MBUF_F_TX_IPV6 != 0, bits::IPV6)
-            | when(ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0, bits::IP_CSUM)
-            | when(tcp, bits::TCP_CSUM)
-            | when(l4 == ffi::RTE_MBUF_F_TX_UDP_CKSUM, bits::UDP_CSUM);
-        if tcp {
-            // l2_len is bits 0-6 of tx_offload, l3_len bits 7-15.
-            let off = (tx_offload & 0x7f) + ((tx_offload >> 7) & 0x1ff);
-            o |= off.min(0x3ff) * bits::TRANS_OFF_ONE;
-        }
+        o |= offload_bits(ol, || tx_offload);
     }
     o
 }
@@ -725,7 +970,7 @@ pub unsafe extern "C" fn tx_descriptor_status(q: *mut c_void, offset: u16) -> c_
     };
     let st = q.burst_state(&mut pass);
     // Counting back from the head: the last `desc_len` slots are in flight.
-    if u32::from(q.conf.nb_desc - offset) <= st.desc_len {
+    if u32::from(q.conf.nb_desc - offset) <= st.in_flight() {
         ffi::RTE_ETH_TX_DESC_FULL as c_int
     } else {
         ffi::RTE_ETH_TX_DESC_DONE as c_int

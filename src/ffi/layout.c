@@ -46,6 +46,7 @@ const struct mana_layout_entry mana_c_layout[] = {
 	SZ(struct rte_mbuf),
 	OFF(struct rte_mbuf, buf_addr),
 	OFF(struct rte_mbuf, data_off),
+	OFF(struct rte_mbuf, refcnt),
 	OFF(struct rte_mbuf, nb_segs),
 	OFF(struct rte_mbuf, port),
 	OFF(struct rte_mbuf, ol_flags),

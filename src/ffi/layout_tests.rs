@@ -57,6 +57,7 @@ fn rust_layout(name: &str) -> Option<usize> {
         // The fields whose bindgen path differs between releases: through
         // the accessor module, so its paths are what is checked.
         "struct rte_mbuf.data_off" => mbuf_offset(mbuf::data_off_ptr),
+        "struct rte_mbuf.refcnt" => mbuf_offset(mbuf::refcnt_ptr),
         "struct rte_mbuf.nb_segs" => mbuf_offset(mbuf::nb_segs_ptr),
         "struct rte_mbuf.port" => mbuf_offset(mbuf::port_ptr),
         "struct rte_mbuf.ol_flags" => offset_of!(rte_mbuf, ol_flags),

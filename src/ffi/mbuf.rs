@@ -66,6 +66,10 @@ fields! {
     /// Offset of the packet data from `buf_addr`.
     data_off, set_data_off, data_off_ptr: u16 =
         [data_off] / [__bindgen_anon_1.__bindgen_anon_1.data_off];
+    /// Reference count (`rte_mbuf_refcnt_*` in DPDK; the driver writes it
+    /// only as part of the rearm word of a buffer fresh from the pool).
+    refcnt, set_refcnt, refcnt_ptr: u16 =
+        [refcnt] / [__bindgen_anon_1.__bindgen_anon_1.refcnt];
     /// Segments in the chain starting here.
     nb_segs, set_nb_segs, nb_segs_ptr: u16 =
         [nb_segs] / [__bindgen_anon_1.__bindgen_anon_1.nb_segs];
@@ -90,6 +94,47 @@ fields! {
     /// The TX offload lengths word (`l2_len`, `l3_len`, `l4_len`, `tso_segsz`, ...).
     tx_offload, set_tx_offload, tx_offload_ptr: u64 =
         [__bindgen_anon_3.tx_offload] / [__bindgen_anon_3.tx_offload];
+}
+
+/// The "rearm" word: `data_off`, `refcnt`, `nb_segs` and `port`, the four
+/// 16-bit fields at the 8-byte aligned offset DPDK marks `rearm_data` (a
+/// marker before 24.07, a union since). A receive refill writes them with
+/// one store instead of `rte_pktmbuf_reset`, as DPDK's vector PMDs do.
+/// `layout_tests` checks the four fields are adjacent, in this order, at
+/// an 8-byte aligned offset.
+///
+/// # Safety
+/// As the `*_ptr` accessors: `m` spans a whole `rte_mbuf`.
+#[inline(always)]
+pub unsafe fn rearm_ptr(m: *mut rte_mbuf) -> *mut u64 {
+    // SAFETY: the caller's; `data_off` starts the 8-byte word (layout test).
+    unsafe { data_off_ptr(m) as *mut u64 }
+}
+
+/// The rearm word that gives a buffer `data_off`, a reference count of 1,
+/// one segment and input port `port`, built through the typed setters.
+pub fn rearm_word(data_off: u16, port: u16) -> u64 {
+    let mut m = rte_mbuf::default();
+    let p: *mut rte_mbuf = &mut m;
+    // SAFETY: `p` is a live, zeroed mbuf on the stack; the word lies inside.
+    unsafe {
+        set_data_off(p, data_off);
+        set_refcnt(p, 1);
+        set_nb_segs(p, 1);
+        set_port(p, port);
+        rearm_ptr(p).read()
+    }
+}
+
+/// Writes the rearm word of `m` (see [`rearm_word`]).
+///
+/// # Safety
+/// `m` is a valid mbuf the caller owns and may write.
+#[inline(always)]
+pub unsafe fn set_rearm(m: *mut rte_mbuf, word: u64) {
+    // SAFETY: `m` is valid and ours (caller); the word is 8-byte aligned
+    // inside it (layout test).
+    unsafe { rearm_ptr(m).write(word) }
 }
 
 #[cfg(test)]
@@ -120,6 +165,26 @@ mod tests {
             assert_eq!(vlan_tci(p), 0x0123);
             assert_eq!(rss_hash(p), 0xdead_beef);
             assert_eq!(tx_offload(p), 14 | (20 << 7));
+        }
+    }
+
+    #[test]
+    fn the_rearm_word_sets_the_four_fields_and_nothing_else() {
+        let base = |m: *mut rte_mbuf| m as usize;
+        let mut m = rte_mbuf::default();
+        let p: *mut rte_mbuf = &mut m;
+        // SAFETY: `p` is a live, zeroed mbuf on the stack.
+        unsafe {
+            let at = rearm_ptr(p) as usize - base(p);
+            assert_eq!(at % 8, 0, "the rearm word is 8-byte aligned");
+            assert_eq!(refcnt_ptr(p) as usize - base(p), at + 2);
+            assert_eq!(nb_segs_ptr(p) as usize - base(p), at + 4);
+            assert_eq!(port_ptr(p) as usize - base(p), at + 6);
+            set_pkt_len(p, 77);
+            (*p).ol_flags = 5;
+            set_rearm(p, rearm_word(128, 3));
+            assert_eq!((data_off(p), refcnt(p), nb_segs(p), port(p)), (128, 1, 1, 3));
+            assert_eq!((pkt_len(p), (*p).ol_flags), (77, 5), "neighbours untouched");
         }
     }
 }

@@ -30,6 +30,16 @@ int mana_shim_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **mbufs
 
 void mana_shim_pktmbuf_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); }
 
+int mana_shim_mempool_get_bulk(struct rte_mempool *mp, void **objs, unsigned int n)
+{
+	return rte_mempool_get_bulk(mp, objs, n);
+}
+
+void mana_shim_mempool_put_bulk(struct rte_mempool *mp, void *const *objs, unsigned int n)
+{
+	rte_mempool_put_bulk(mp, objs, n);
+}
+
 uint16_t mana_shim_pktmbuf_data_room_size(struct rte_mempool *mp)
 {
 	return rte_pktmbuf_data_room_size(mp);

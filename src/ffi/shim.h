@@ -1,5 +1,6 @@
 /* C wrappers for the static-inline DPDK and libibverbs helpers the driver
- * calls on its control path. The per-packet path does not go through here. */
+ * calls. The data path calls the mempool and mbuf bulk wrappers once per
+ * burst (never per packet); the rest are control path. */
 #ifndef NET_MANA_SHIM_H
 #define NET_MANA_SHIM_H
 
@@ -33,6 +34,8 @@ void mana_shim_copy_pci_info(struct rte_eth_dev *dev, struct rte_pci_device *pci
 
 int mana_shim_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **mbufs, unsigned int n);
 void mana_shim_pktmbuf_free(struct rte_mbuf *m);
+int mana_shim_mempool_get_bulk(struct rte_mempool *mp, void **objs, unsigned int n);
+void mana_shim_mempool_put_bulk(struct rte_mempool *mp, void *const *objs, unsigned int n);
 uint16_t mana_shim_pktmbuf_data_room_size(struct rte_mempool *mp);
 int mana_shim_vlan_insert(struct rte_mbuf **m);
 unsigned int mana_shim_mempool_in_use(const struct rte_mempool *mp);

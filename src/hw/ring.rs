@@ -51,10 +51,87 @@ impl WorkQueue {
         (self.size / WQE_BU_SIZE as u32) - self.head.wrapping_sub(self.tail)
     }
 
+    /// A burst's producer cursor: the ring's address, mask and head in
+    /// locals (registers), so writing WQEs does not reload them after every
+    /// store to packet memory; the head is written back when it drops.
+    #[inline(always)]
+    pub fn writer(&mut self) -> WqWriter<'_> {
+        WqWriter {
+            buf: self.buf,
+            mask: self.size.wrapping_sub(1) as usize,
+            head: self.head,
+            free: self.free_bu(),
+            q: self,
+        }
+    }
+
+    /// The doorbell tail: the producer position in bytes.
+    #[inline(always)]
+    pub fn doorbell_tail(&self) -> u32 {
+        self.head.wrapping_mul(WQE_BU_SIZE as u32)
+    }
+}
+
+/// The producer side of a [`WorkQueue`] during a burst (see
+/// [`WorkQueue::writer`]).
+pub struct WqWriter<'a> {
+    q: &'a mut WorkQueue,
+    buf: *mut u8,
+    /// Ring size in bytes minus one.
+    mask: usize,
+    head: u32,
+    /// Free basic units, counted down as WQEs are written.
+    free: u32,
+}
+
+impl WqWriter<'_> {
+    #[inline(always)]
+    pub fn free_bu(&self) -> u32 {
+        self.free
+    }
+
+    /// The producer position (BUs) the next WQE goes to.
+    #[inline(always)]
+    pub fn head(&self) -> u32 {
+        self.head
+    }
+
     /// The byte offset of the next WQE in the ring.
     #[inline(always)]
     fn head_offset(&self) -> usize {
-        (self.head.wrapping_mul(WQE_BU_SIZE as u32) & (self.size - 1)) as usize
+        (self.head as usize).wrapping_mul(WQE_BU_SIZE) & self.mask
+    }
+
+    /// Writes a WQE of one basic unit (header, 8-byte OOB, one SGE) at the
+    /// head and advances it by one. Returns a pointer to the OOB. The caller
+    /// checked `free_bu() >= 1` and that the header says as much.
+    #[inline(always)]
+    pub fn post_bu(&mut self, header: u64, oob: u64, sge: gdma::Sge) -> *mut u8 {
+        self.post_bu_words(header, oob, sge.to_words())
+    }
+
+    /// [`WqWriter::post_bu`] with the SGE as its two words
+    /// ([`gdma::Sge::to_words`]), so a burst posting many buffers of one
+    /// memory key and size builds the second word once.
+    #[inline(always)]
+    pub fn post_bu_words(&mut self, header: u64, oob: u64, sge: [u64; 2]) -> *mut u8 {
+        debug_assert!(self.free >= 1);
+        let off = self.head_offset();
+        // SAFETY: `off` is a 32-byte aligned offset inside the ring (of the
+        // live WorkQueue this cursor borrows, whose size is a power of two
+        // of at least 32 bytes), so the 32 bytes written fit before its end.
+        let oob_ptr = unsafe {
+            let p = self.buf.add(off);
+            let w = p as *mut u64;
+            ptr::write_unaligned(w, header.to_le());
+            ptr::write_unaligned(w.add(1), oob.to_le());
+            ptr::write_unaligned(w.add(2), sge[0].to_le());
+            ptr::write_unaligned(w.add(3), sge[1].to_le());
+            p.add(8)
+        };
+        self.head = self.head.wrapping_add(1);
+        self.free -= 1;
+        oob_ptr
     }
 
     /// Writes one WQE at the head: the 8-byte header, the inline OOB
@@ -65,9 +142,8 @@ impl WorkQueue {
     /// `free_bu() >= bu` and that `bu` covers the WQE.
     #[inline(always)]
     pub fn post(&mut self, header: u64, oob: &[u64], sgl: &[gdma::Sge], bu: u32) -> *mut u8 {
-        debug_assert!(bu <= self.free_bu() && matches!(oob.len(), 1 | 3));
+        debug_assert!(bu <= self.free && matches!(oob.len(), 1 | 3));
         let off = self.head_offset();
-        let mask = self.size as usize - 1;
         // SAFETY: `off` is 32-byte aligned inside the ring, and header + OOB
         // take at most 32 bytes, so these writes stay within the ring.
         let oob_ptr = unsafe {
@@ -88,20 +164,22 @@ impl WorkQueue {
         };
         let mut at = off + 8 + oob.len() * 8;
         for sge in sgl {
-            at &= mask;
+            at &= self.mask;
             // SAFETY: `at` is a 16-byte aligned offset inside the ring (whose
             // size is a multiple of 32), so the 16-byte SGE fits before its end.
             unsafe { ptr::write_unaligned(self.buf.add(at) as *mut gdma::Sge, *sge) };
             at += std::mem::size_of::<gdma::Sge>();
         }
         self.head = self.head.wrapping_add(bu);
+        self.free -= bu;
         oob_ptr
     }
+}
 
-    /// The doorbell tail: the producer position in bytes.
+impl Drop for WqWriter<'_> {
     #[inline(always)]
-    pub fn doorbell_tail(&self) -> u32 {
-        self.head.wrapping_mul(WQE_BU_SIZE as u32)
+    fn drop(&mut self) {
+        self.q.head = self.head;
     }
 }
 
@@ -151,48 +229,168 @@ impl CompQueue {
         self.count
     }
 
-    /// The CQE at consumer index `index`, and its owner bits.
-    #[inline(always)]
-    fn owner_at(&self, index: u32) -> (*const Cqe, u8) {
-        let slot = (index & (self.count - 1)) as usize;
-        // SAFETY: `slot < count`, inside the ring `new` was given.
-        let cqe = unsafe { self.buf.add(slot) };
-        // SAFETY: an aligned dword of that CQE; the device writes the info
-        // dword last, and a volatile read keeps the compiler from caching it
-        // across polls.
-        let raw = unsafe { ptr::read_volatile(ptr::addr_of!((*cqe).info) as *const u32) };
-        (cqe, CqeInfo::from_raw(u32::from_le(raw)).owner_bits())
-    }
-
     /// The next completion, if the device has written one.
     #[inline(always)]
     pub fn poll(&mut self) -> Result<Option<&Cqe>, Overflow> {
-        let (cqe, owner) = self.owner_at(self.head);
-        match cqe_state_lap(owner, self.head >> self.shift) {
-            CqeState::Empty => Ok(None),
-            CqeState::Overflow => Err(Overflow),
-            CqeState::Ready => {
+        self.reader().poll()
+    }
+
+    /// A burst's consumer cursor: ring address, mask, lap shift and head in
+    /// locals; the head is written back when it drops.
+    #[inline(always)]
+    pub fn reader(&mut self) -> CqReader<'_> {
+        CqReader {
+            buf: self.buf,
+            mask: self.count - 1,
+            shift: self.shift,
+            head: self.head,
+            q: self,
+        }
+    }
+
+    /// Whether the entry at `index` is ready, empty or overflowed.
+    #[inline(always)]
+    fn state_at(&self, index: u32) -> (*const Cqe, CqeState) {
+        cqe_at(self.buf, self.count - 1, self.shift, index)
+    }
+}
+
+/// The CQE at consumer index `index` of the ring at `buf`, and what its
+/// owner bits say.
+#[inline(always)]
+fn cqe_at(buf: *const Cqe, mask: u32, shift: u32, index: u32) -> (*const Cqe, CqeState) {
+    let slot = (index & mask) as usize;
+    // SAFETY: `slot <= mask < count`, inside the ring of the live queue the
+    // caller holds.
+    let cqe = unsafe { buf.add(slot) };
+    // SAFETY: an aligned dword of that CQE; the device writes the info
+    // dword last, and a volatile read keeps the compiler from caching it
+    // across polls.
+    let raw = unsafe { ptr::read_volatile(ptr::addr_of!((*cqe).info) as *const u32) };
+    let owner = CqeInfo::from_raw(u32::from_le(raw)).owner_bits();
+    (cqe, cqe_state_lap(owner, index >> shift))
+}
+
+/// The consumer side of a [`CompQueue`] during a burst (see
+/// [`CompQueue::reader`]).
+pub struct CqReader<'a> {
+    q: &'a mut CompQueue,
+    buf: *const Cqe,
+    mask: u32,
+    shift: u32,
+    head: u32,
+}
+
+impl<'a> CqReader<'a> {
+    /// The next completion, if the device has written one.
+    #[inline(always)]
+    pub fn poll(&mut self) -> Result<Option<&'a Cqe>, Overflow> {
+        match cqe_at(self.buf, self.mask, self.shift, self.head) {
+            (_, CqeState::Empty) => Ok(None),
+            (_, CqeState::Overflow) => Err(Overflow),
+            (cqe, CqeState::Ready) => {
                 // The owner bits were read before the CQE's data (GDMA rule).
                 fence(Ordering::Acquire);
                 self.head = self.head.wrapping_add(1);
                 // SAFETY: a CQE of the ring, which lives as long as the
-                // queue holds it (`new`'s contract); the borrow of `self`
-                // keeps the queue from being reset meanwhile.
+                // queue holds it (`CompQueue::new`'s contract); the queue is
+                // borrowed for 'a, so it cannot be reset meanwhile.
                 Ok(Some(unsafe { &*cqe }))
             }
         }
     }
 }
 
+impl<'a> CqReader<'a> {
+    /// The ready completions from the head on, at most `max` and not past
+    /// the end of the ring (a run that would wrap stops there; the next call
+    /// goes on from slot 0), in order, without consuming them: a burst
+    /// processes as many as it takes and then [`CqReader::consume`]s that
+    /// many. Within a run every slot belongs to the same lap, so readiness
+    /// is one compare of the owner bits.
+    #[inline(always)]
+    pub fn run(&self, max: u32) -> CqRun<'a> {
+        let slot = self.head & self.mask;
+        let n = max.min(self.mask + 1 - slot);
+        // SAFETY: `slot + n <= count`: both pointers lie in the ring (or one
+        // past its end) of the live queue this cursor borrows.
+        let (p, end) = unsafe {
+            let p = self.buf.add(slot as usize);
+            (p, p.add(n as usize))
+        };
+        CqRun {
+            p,
+            end,
+            owner: (self.head >> self.shift) & gdma::CQE_OWNER_MASK,
+            _ring: std::marker::PhantomData,
+        }
+    }
+
+    /// Consumes `n` completions a [`CqReader::run`] yielded.
+    #[inline(always)]
+    pub fn consume(&mut self, n: u32) {
+        self.head = self.head.wrapping_add(n);
+    }
+}
+
+/// Ready completions in a contiguous part of a CQ (see [`CqReader::run`]).
+pub struct CqRun<'a> {
+    p: *const Cqe,
+    end: *const Cqe,
+    /// The owner bits of this lap.
+    owner: u32,
+    _ring: std::marker::PhantomData<&'a Cqe>,
+}
+
+impl<'a> Iterator for CqRun<'a> {
+    type Item = &'a Cqe;
+
+    /// The next completion, if the device has written it (anything else,
+    /// an older lap or an overflow, ends the run; `poll` tells which).
+    #[inline(always)]
+    fn next(&mut self) -> Option<&'a Cqe> {
+        if self.p == self.end {
+            return None;
+        }
+        // SAFETY: `p` is a CQE slot of the ring, before `end`; the info
+        // dword is read as in `cqe_at` (aligned, volatile).
+        let raw = unsafe { ptr::read_volatile(ptr::addr_of!((*self.p).info) as *const u32) };
+        if u32::from(CqeInfo::from_raw(u32::from_le(raw)).owner_bits()) != self.owner {
+            return None;
+        }
+        // The owner bits were read before the CQE's data (GDMA rule).
+        fence(Ordering::Acquire);
+        // SAFETY: a CQE the device has written (owner bits of this lap),
+        // in a ring that lives for 'a (see `CqReader::poll`).
+        let c = unsafe { &*self.p };
+        // SAFETY: `p < end`, so one past it is still in (or at the end of)
+        // the ring.
+        self.p = unsafe { self.p.add(1) };
+        Some(c)
+    }
+}
+
+impl Drop for CqReader<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.q.head = self.head;
+    }
+}
+
 impl CompQueue {
+    /// Nothing new at the head (a ready or an overflowed slot is not empty).
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.state_at(self.head).1 == CqeState::Empty
+    }
+
     /// Packets in completions the driver has not consumed yet (at most
     /// `limit` CQEs are examined), without consuming them.
     pub fn ready_count(&self, limit: u32) -> u32 {
         let mut n = 0;
         for i in 0..limit.min(self.count) {
-            let head = self.head.wrapping_add(i);
-            let (cqe, owner) = self.owner_at(head);
-            if cqe_state_lap(owner, head >> self.shift) != CqeState::Ready {
+            let (cqe, state) = self.state_at(self.head.wrapping_add(i));
+            if state != CqeState::Ready {
                 break;
             }
             fence(Ordering::Acquire);
@@ -217,7 +415,7 @@ mod tests {
         wq.head = 3; // offset 96: header + OOB fit, the 2 SGEs wrap
         wq.tail = 3;
         let sgl = [Sge::new(0x1000, 5, 60), Sge::new(0x2000, 5, 4)];
-        wq.post(0x1122_3344_5566_7788, &[0xAAAA_AAAA_AAAA_AAAA], &sgl, 2);
+        wq.writer().post(0x1122_3344_5566_7788, &[0xAAAA_AAAA_AAAA_AAAA], &sgl, 2);
         assert_eq!(&ring[96..104], &0x1122_3344_5566_7788u64.to_le_bytes());
         assert_eq!(&ring[104..112], &[0xAA; 8]);
         assert_eq!(&ring[112..120], &0x1000u64.to_le_bytes());
@@ -227,6 +425,24 @@ mod tests {
         assert_eq!(wq.head, 5);
         assert_eq!(wq.doorbell_tail(), 160);
         assert_eq!(wq.free_bu(), 2);
+    }
+
+    #[test]
+    fn a_one_unit_wqe_is_written_whole_at_the_head() {
+        let mut ring = vec![0u8; 64];
+        // SAFETY: the vector outlives the queue.
+        let mut wq = unsafe { WorkQueue::new(ring.as_mut_ptr(), 64, 7) };
+        wq.head = 3; // offset 32 of a two-unit ring
+        wq.tail = 3;
+        let oob = wq.writer().post_bu(0x1122, 0x3344, Sge::new(0x5566, 9, 60));
+        assert_eq!(oob as usize - ring.as_ptr() as usize, 40);
+        assert_eq!(&ring[32..40], &0x1122u64.to_le_bytes());
+        assert_eq!(&ring[40..48], &0x3344u64.to_le_bytes());
+        assert_eq!(&ring[48..56], &0x5566u64.to_le_bytes());
+        assert_eq!(&ring[56..60], &9u32.to_le_bytes());
+        assert_eq!(&ring[60..64], &60u32.to_le_bytes());
+        assert_eq!(&ring[..32], &[0; 32]);
+        assert_eq!(wq.head, 4);
     }
 
     #[test]
@@ -242,9 +458,11 @@ mod tests {
         // SAFETY: the vector outlives the queue.
         let mut cq = unsafe { CompQueue::new(base as *const u8, 4, 9) };
         assert!(cq.poll().unwrap().is_none());
+        assert!(cq.is_empty());
         for lap in 1..=9u32 {
             for slot in 0..4 {
                 produce(slot, lap);
+                assert!(!cq.is_empty());
                 let c = cq.poll().unwrap().expect("ready");
                 assert_eq!(c.info.owner_bits(), (lap & 7) as u8);
             }
@@ -252,6 +470,42 @@ mod tests {
         }
         // A slot two laps ahead is an overflow, not a completion.
         produce(cq.head % 4, cq.head / 4 + 1);
+        assert!(!cq.is_empty(), "an overflow is work for the burst");
         assert!(cq.poll().is_err());
+    }
+
+    #[test]
+    fn a_run_of_ready_completions_ends_at_an_empty_slot_at_max_or_at_the_ring_end() {
+        let mut ring = vec![Cqe::default(); 8];
+        let base = ring.as_mut_ptr();
+        let produce = |idx: u32, tag: u8| {
+            let info = CqeInfo::try_new(3, false, ((idx / 8) & 7) as u8).unwrap();
+            // SAFETY: the slot is inside the vector, which outlives the queue.
+            unsafe {
+                (*base.add((idx % 8) as usize)).data[0] = tag;
+                (*base.add((idx % 8) as usize)).info = info;
+            }
+        };
+        // SAFETY: the vector outlives the queue.
+        let mut cq = unsafe { CompQueue::new(base as *const u8, 8, 9) };
+        cq.head = 8 + 5; // slot 5 of lap 1: a run wraps after three entries
+        for idx in 8..13 {
+            produce(idx, 0); // lap 1's entries before the head, consumed
+        }
+        for (i, tag) in [1u8, 2, 3, 4, 5].into_iter().enumerate() {
+            produce(13 + i as u32, tag);
+        }
+        let mut r = cq.reader();
+        let tags = |run: CqRun<'_>| run.map(|c| c.data[0]).collect::<Vec<_>>();
+        assert_eq!(tags(r.run(2)), vec![1, 2], "stops at max");
+        assert_eq!(tags(r.run(10)), vec![1, 2, 3], "stops at the ring end");
+        r.consume(3);
+        assert_eq!(tags(r.run(10)), vec![4, 5], "goes on from slot 0, next lap");
+        r.consume(1);
+        assert_eq!(tags(r.run(10)), vec![5], "stops at the empty slot");
+        assert_eq!(r.poll().unwrap().unwrap().data[0], 5);
+        assert!(r.poll().unwrap().is_none());
+        drop(r);
+        assert_eq!(cq.head, 18, "the cursor's head is written back");
     }
 }
