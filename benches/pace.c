@@ -40,7 +40,14 @@
  * inside the measured functions. At exit, the shim writes its own counters
  * (packets, calls, mispredictions, timeouts) to BENCH_STATS as JSON.
  *
- * Environment: BENCH_RUN_DIR (required to pace), BENCH_BUDGET, BENCH_STATS.
+ * With BENCH_TX_VLAN=<tci>, every packet sent through a port that can
+ * insert VLAN tags (RTE_ETH_TX_OFFLOAD_VLAN_INSERT in its capabilities) is
+ * marked for insertion (RTE_MBUF_F_TX_VLAN, vlan_tci) before the driver
+ * sees it, outside the measured calls: testpmd's csum engine does not ask
+ * for insertion itself.
+ *
+ * Environment: BENCH_RUN_DIR (required to pace), BENCH_BUDGET, BENCH_STATS,
+ * BENCH_TX_VLAN.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -67,6 +74,7 @@ struct port {
 	char mac[18];
 	burst_fn rx, tx;
 	prep_fn prep;
+	int tag; /* mark sent packets for VLAN insertion */
 	int nrxq, ntxq;
 	void *rxq[MAXQ], *txq[MAXQ];
 	/* device view (control socket) */
@@ -90,6 +98,7 @@ struct port {
 
 static struct port P[MAXP];
 static uint64_t budget = UINT64_MAX;
+static int tx_vlan = -1; /* BENCH_TX_VLAN, or -1 */
 static int pace;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int sock_fd = -1;
@@ -302,6 +311,18 @@ static int lookup(void *q, int rx, int *qi)
 	return -1;
 }
 
+/* Marks packets for VLAN insertion (BENCH_TX_VLAN); idempotent, so the
+ * prepare and burst wrappers may both call it. */
+static void tag(struct port *pp, struct rte_mbuf **pkts, uint16_t n)
+{
+	if (!pp->tag)
+		return;
+	for (uint16_t i = 0; i < n; i++) {
+		pkts[i]->ol_flags |= RTE_MBUF_F_TX_VLAN;
+		pkts[i]->vlan_tci = (uint16_t)tx_vlan;
+	}
+}
+
 static burst_fn first_rx, first_tx;
 static prep_fn first_prep;
 
@@ -371,6 +392,7 @@ static uint16_t tx_wrap(void *q, struct rte_mbuf **pkts, uint16_t n)
 	if (p < 0)
 		return first_tx(q, pkts, n);
 	pp = &P[p];
+	tag(pp, pkts, n);
 	if (!pace || n == 0 || rte_lcore_id() == rte_get_main_lcore() ||
 	    pp->tx_busy_pkts >= budget) {
 		r = pp->tx(q, pkts, n);
@@ -427,6 +449,7 @@ static uint16_t prep_wrap(void *q, struct rte_mbuf **pkts, uint16_t n)
 	if (p < 0)
 		return first_prep(q, pkts, n);
 	pp = &P[p];
+	tag(pp, pkts, n);
 	if (!pace || n == 0 || rte_lcore_id() == rte_get_main_lcore() ||
 	    pp->tx_busy_pkts >= budget)
 		return pp->prep(q, pkts, n);
@@ -464,6 +487,7 @@ static void install(uint16_t port)
 			first_tx = pp->tx;
 		fo->tx_pkt_burst = tx_wrap;
 	}
+	pp->tag = tx_vlan >= 0 && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_VLAN_INSERT);
 	pp->nrxq = info.nb_rx_queues < MAXQ ? info.nb_rx_queues : MAXQ;
 	pp->ntxq = info.nb_tx_queues < MAXQ ? info.nb_tx_queues : MAXQ;
 	for (int i = 0; i < pp->nrxq; i++)
@@ -493,6 +517,7 @@ int rte_eth_dev_start(uint16_t port_id)
 __attribute__((constructor)) static void init(void)
 {
 	const char *d = getenv("BENCH_RUN_DIR"), *b = getenv("BENCH_BUDGET");
+	const char *v = getenv("BENCH_TX_VLAN");
 
 	if (d != NULL && *d != '\0') {
 		snprintf(sock_path, sizeof(sock_path), "%s/mana-emu-%d.sock", d, (int)getpid());
@@ -500,6 +525,8 @@ __attribute__((constructor)) static void init(void)
 	}
 	if (b != NULL && *b != '\0')
 		budget = strtoull(b, NULL, 10);
+	if (v != NULL && *v != '\0')
+		tx_vlan = atoi(v) & 0xffff;
 }
 
 __attribute__((destructor)) static void fini(void)
@@ -523,7 +550,8 @@ __attribute__((destructor)) static void fini(void)
 			"\"tx_busy_calls\":%lu,\"tx_busy_pkts\":%lu,\"tx_partial\":%lu,"
 			"\"tx_drain_calls\":%lu,\"tx_prep_calls\":%lu,\"tx_prep_pkts\":%lu,"
 			"\"tx_over_calls\":%lu,\"tx_over_pkts\":%lu,"
-			"\"tx_timeouts\":%lu,\"db_timeouts\":%lu,\"rq_unmapped\":%lu}",
+			"\"tx_timeouts\":%lu,\"db_timeouts\":%lu,\"rq_unmapped\":%lu,"
+			"\"tx_vlan_tagged\":%d}",
 			first ? "" : ",", p, pp->mac, pp->nrxq, pp->ntxq,
 			(unsigned long)pp->rx_busy_calls, (unsigned long)pp->rx_busy_pkts,
 			(unsigned long)pp->rx_busy_empty, (unsigned long)pp->rx_idle_calls,
@@ -534,7 +562,7 @@ __attribute__((destructor)) static void fini(void)
 			(unsigned long)pp->tx_prep_pkts,
 			(unsigned long)pp->tx_over_calls, (unsigned long)pp->tx_over_pkts,
 			(unsigned long)pp->tx_timeouts, (unsigned long)pp->db_timeouts,
-			(unsigned long)pp->rq_unmapped);
+			(unsigned long)pp->rq_unmapped, pp->tag);
 		first = 0;
 	}
 	fprintf(f, "]}\n");

@@ -78,7 +78,7 @@ pub unsafe extern "C" fn tx_prepare(q: *mut c_void, pkts: *mut *mut rte_mbuf, n:
     };
     for (i, &m) in pkts.iter().enumerate() {
         // SAFETY: a valid mbuf.
-        if let Err(e) = unsafe { prepare_one(q, m) } {
+        if let Err(e) = unsafe { prepare_one(q.conf.offloads, m) } {
             // SAFETY: sets this lcore's rte_errno.
             unsafe { ffi::mana_shim_set_errno(e) };
             return i as u16;
@@ -93,9 +93,81 @@ const UNSUPPORTED_TX_FLAGS: u64 = ffi::RTE_MBUF_F_TX_UDP_SEG
     | ffi::RTE_MBUF_F_TX_OUTER_IPV4
     | ffi::RTE_MBUF_F_TX_OUTER_IPV6;
 
+/// The flags `prepare_one` acts on; a packet without any needs nothing.
+const PREPARED: u64 = UNSUPPORTED_TX_FLAGS
+    | ffi::RTE_MBUF_F_TX_L4_MASK
+    | ffi::RTE_MBUF_F_TX_IP_CKSUM
+    | ffi::RTE_MBUF_F_TX_TCP_SEG;
+
 /// # Safety
 /// `m` is a valid, writable mbuf.
-unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
+#[inline(always)]
+unsafe fn prepare_one(offloads: u64, m: *mut rte_mbuf) -> Result<(), c_int> {
+    // SAFETY: the caller gives us a valid mbuf.
+    let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
+    if u32::from(nb_segs) > gdma::MAX_TX_WQE_SGES as u32
+        && offloads & consts::TX_OFFLOAD_MULTI_SEGS == 0
+        && ol & UNSUPPORTED_TX_FLAGS == 0
+    {
+        return Err(libc::EINVAL);
+    }
+    if ol & PREPARED == 0 {
+        return Ok(());
+    }
+    // The common request: TCP or UDP checksum over IPv4 (with or without
+    // the IP header checksum).
+    const COMMON_MASK: u64 = UNSUPPORTED_TX_FLAGS
+        | ffi::RTE_MBUF_F_TX_TCP_SEG
+        | ffi::RTE_MBUF_F_TX_IPV6
+        | ffi::RTE_MBUF_F_TX_IPV4
+        | ffi::RTE_MBUF_F_TX_L4_MASK;
+    const TCP4: u64 = ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_TCP_CKSUM;
+    const UDP4: u64 = ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_UDP_CKSUM;
+    let kind = ol & COMMON_MASK;
+    if kind != TCP4 && kind != UDP4 {
+        // SAFETY: the caller's.
+        return unsafe { prepare_general(offloads, m) };
+    }
+    // SAFETY: the caller gives us a valid mbuf; its first segment's data
+    // starts data_off bytes into its buffer.
+    let (tx_offload, data_len, data) = unsafe {
+        (
+            mbuf::tx_offload(m),
+            usize::from(mbuf::data_len(m)),
+            ((*m).buf_addr as *mut u8).add(usize::from(mbuf::data_off(m))),
+        )
+    };
+    let l2 = (tx_offload & 0x7f) as usize;
+    let l3 = ((tx_offload >> 7) & 0x1ff) as usize;
+    let (l4_hdr, csum_at) = if kind == TCP4 {
+        (20, 16)
+    } else {
+        (8, 6)
+    };
+    // The headers must sit in the first segment for the device to parse
+    // them, and an IPv4 header holds at least 20 bytes.
+    if l2 == 0 || l3 < 20 || l2 + l3 + l4_hdr > data_len {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the headers lie within the first segment (checked above).
+    let hdr = unsafe { std::slice::from_raw_parts_mut(data, l2 + l3 + l4_hdr) };
+    if ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0 {
+        hdr[l2 + 10..l2 + 12].fill(0);
+    }
+    let phdr = super::csum::ipv4_pseudo_bytes(&hdr[l2..]);
+    let at = l2 + l3 + csum_at;
+    hdr[at..at + 2].copy_from_slice(&phdr);
+    Ok(())
+}
+
+/// `prepare_one` for everything but the common request: IPv6, TSO, IP
+/// checksum alone, and the requests the device does not take.
+///
+/// # Safety
+/// `m` is a valid, writable mbuf.
+#[cold]
+#[inline(never)]
+unsafe fn prepare_general(offloads: u64, m: *mut rte_mbuf) -> Result<(), c_int> {
     // SAFETY: the caller gives us a valid mbuf; its first segment's data
     // starts data_off bytes into its buffer.
     let (ol, tx_offload, nb_segs, data_len, data) = unsafe {
@@ -113,7 +185,7 @@ unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
         return Err(libc::ENOTSUP);
     }
     if u32::from(nb_segs) > gdma::MAX_TX_WQE_SGES as u32
-        && q.conf.offloads & consts::TX_OFFLOAD_MULTI_SEGS == 0
+        && offloads & consts::TX_OFFLOAD_MULTI_SEGS == 0
     {
         return Err(libc::EINVAL);
     }
@@ -144,7 +216,9 @@ unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
         _ => 0,
     };
     // The headers must sit in the first segment for the device to parse them.
-    if l2 == 0 || l3 == 0 || l2 + l3 + l4_hdr > data_len || (l4 != 0 && !(ipv4 || ipv6)) {
+    // An IP header shorter than its fixed part cannot be what the flags say.
+    let l3_min = if ipv4 { 20 } else if ipv6 { 40 } else { 1 };
+    if l2 == 0 || l3 < l3_min || l2 + l3 + l4_hdr > data_len || (l4 != 0 && !(ipv4 || ipv6)) {
         return Err(libc::EINVAL);
     }
     // SAFETY: the headers lie within the first segment (checked above).
@@ -169,4 +243,76 @@ unsafe fn prepare_one(q: &TxQueue, m: *mut rte_mbuf) -> Result<(), c_int> {
         hdr[at..at + 2].copy_from_slice(&phdr.to_be_bytes());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A TCP/IPv4 frame (Ethernet 14, IP 20, TCP 20, 10 bytes of payload)
+    /// in a buffer, and an mbuf over it asking for `ol` with L2/L3 lengths
+    /// `l2`/`l3`.
+    fn frame(buf: &mut [u8; 128], m: &mut rte_mbuf, ol: u64, l2: u64, l3: u64) {
+        buf.fill(0);
+        let ip = &mut buf[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&50u16.to_be_bytes());
+        ip[9] = 6;
+        ip[10..12].copy_from_slice(&[0xde, 0xad]);
+        ip[12..16].copy_from_slice(&[192, 168, 0, 1]);
+        ip[16..20].copy_from_slice(&[192, 168, 0, 199]);
+        buf[34 + 16..34 + 18].copy_from_slice(&[0xbe, 0xef]);
+        *m = rte_mbuf::default();
+        m.buf_addr = buf.as_mut_ptr().cast();
+        m.ol_flags = ol;
+        let p: *mut rte_mbuf = m;
+        // SAFETY: `p` is a live mbuf on the stack.
+        unsafe {
+            mbuf::set_data_off(p, 0);
+            mbuf::set_nb_segs(p, 1);
+            mbuf::set_data_len(p, 64);
+            mbuf::set_pkt_len(p, 64);
+            mbuf::set_tx_offload(p, l2 | (l3 << 7));
+        }
+    }
+
+    const TCP4: u64 =
+        ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_IP_CKSUM | ffi::RTE_MBUF_F_TX_TCP_CKSUM;
+
+    #[test]
+    fn tcp_over_ipv4_gets_the_pseudo_header_and_a_zero_ip_checksum() {
+        let (mut buf, mut m) = ([0u8; 128], rte_mbuf::default());
+        frame(&mut buf, &mut m, TCP4, 14, 20);
+        // SAFETY: a valid mbuf over `buf`.
+        assert_eq!(unsafe { prepare_one(0, &mut m) }, Ok(()));
+        assert_eq!(&buf[24..26], &[0, 0], "IP checksum field cleared");
+        // c0a8 + 0001 + c0a8 + 00c7 + 0006 + 001e (30 bytes of TCP) = 0x1823c
+        assert_eq!(&buf[50..52], &[0x82, 0x3d], "pseudo-header sum");
+    }
+
+    #[test]
+    fn an_ip_header_shorter_than_20_bytes_is_refused_not_read_past() {
+        let (mut buf, mut m) = ([0u8; 128], rte_mbuf::default());
+        for ol in [
+            TCP4,
+            ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_IP_CKSUM,
+            ffi::RTE_MBUF_F_TX_IPV6 | ffi::RTE_MBUF_F_TX_TCP_CKSUM,
+        ] {
+            for l3 in [1, 5, 19] {
+                frame(&mut buf, &mut m, ol, 14, l3);
+                // SAFETY: a valid mbuf over `buf`.
+                assert_eq!(unsafe { prepare_one(0, &mut m) }, Err(libc::EINVAL), "{ol:#x} {l3}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_packet_without_offload_requests_is_left_alone() {
+        let (mut buf, mut m) = ([0u8; 128], rte_mbuf::default());
+        frame(&mut buf, &mut m, 0, 14, 20);
+        let before = buf;
+        // SAFETY: a valid mbuf over `buf`.
+        assert_eq!(unsafe { prepare_one(0, &mut m) }, Ok(()));
+        assert_eq!(buf, before);
+    }
 }

@@ -20,23 +20,10 @@ use super::tx_prepare::Tso;
 use crate::ffi::{self, consts, mbuf, rte_mbuf};
 use crate::hw::doorbell::Doorbell;
 use crate::hw::ring::{CompQueue, WorkQueue, WqWriter};
-use gdma::{CqeType, Sge, TxLongOob, TxShortOob, WqeHeader};
+use gdma::{CqeType, Sge, TxShortOob, WqeHeader};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 use std::ptr::{self, NonNull};
-
-/// What reaping needs to know about one in-flight send besides its mbuf.
-#[derive(Clone, Copy, Default)]
-#[repr(C)]
-struct Send {
-    /// Bytes and packets on the wire (a TSO send is several packets), taken
-    /// back from the counters if the device fails it.
-    wire_bytes: u32,
-    wire_packets: u16,
-    /// Basic units of its WQE.
-    bu: u8,
-    _pad: u8,
-}
 
 /// One burst's run of WQEs, recorded when posted: where it ends in the
 /// in-flight ring and in the SQ. An OK completion completes the oldest run.
@@ -50,12 +37,12 @@ struct Run {
     fast: bool,
 }
 
-/// The per-descriptor memory of a queue: an mbuf pointer, a [`Send`] and a
-/// [`Run`] record each, kept as three arrays (the mbuf pointers contiguous
-/// for bulk frees).
-type DescMem = [u64; 4];
+/// The per-descriptor memory of a queue: an mbuf pointer and a [`Run`]
+/// record each, kept as two arrays (the mbuf pointers contiguous for bulk
+/// frees).
+type DescMem = [u64; 3];
 const _: () = assert!(
-    std::mem::size_of::<*mut rte_mbuf>() + std::mem::size_of::<Send>() + std::mem::size_of::<Run>()
+    std::mem::size_of::<*mut rte_mbuf>() + std::mem::size_of::<Run>()
         <= std::mem::size_of::<DescMem>()
 );
 
@@ -116,10 +103,10 @@ pub struct TxState {
     sq: WorkQueue,
     sq_db: Doorbell,
     cq: CompQueue,
-    /// The mbufs of the sends in flight, oldest first.
+    /// The mbufs of the sends in flight, oldest first. What a send put on
+    /// the wire and how much of the SQ its WQE takes follow from the mbuf
+    /// (`Sent::of`), which is ours until the send completes.
     inflight: MbufRing,
-    /// Per in-flight slot (same index as `inflight`).
-    sends: *mut Send,
     /// Runs in flight, oldest first; as many slots as descriptors.
     runs: *mut Run,
     run_head: u32,
@@ -154,17 +141,15 @@ impl TxQueue {
         let (q, desc) =
             alloc_queue_mem::<TxQueue, DescMem>(c"mana_txq", conf.nb_desc, conf.socket)?;
         let nb_desc = u32::from(conf.nb_desc);
-        // The three arrays, each 8-byte aligned, inside the allocation.
+        // The two arrays, each 8-byte aligned, inside the allocation.
         let n = nb_desc as usize;
         let base = desc as *mut u8;
         // SAFETY: fresh memory for one queue, written before anyone sees
-        // it; the arrays lie inside the nb_desc * 32 bytes of `desc` (the
+        // it; the arrays lie inside the nb_desc * 24 bytes of `desc` (the
         // const assertion above), zeroed (rte_zmalloc).
         unsafe {
             let mbufs = base as *mut *mut rte_mbuf;
-            let sends = base.add(n * std::mem::size_of::<*mut rte_mbuf>()) as *mut Send;
-            let runs = base.add(n * (std::mem::size_of::<*mut rte_mbuf>() + std::mem::size_of::<Send>()))
-                as *mut Run;
+            let runs = base.add(n * std::mem::size_of::<*mut rte_mbuf>()) as *mut Run;
             ptr::write(
                 q,
                 TxQueue {
@@ -174,7 +159,6 @@ impl TxQueue {
                         sq_db: Doorbell::default(),
                         cq: CompQueue::empty(),
                         inflight: MbufRing::new(mbufs, nb_desc),
-                        sends,
                         runs,
                         run_head: 0,
                         run_tail: 0,
@@ -274,20 +258,18 @@ impl TxState {
         self.inflight.len()
     }
 
-    /// The [`Send`] record of in-flight position `pos`.
-    #[inline(always)]
-    fn send_at(&mut self, pos: u32) -> &mut Send {
-        // SAFETY: the index is masked into the `nb_desc` records `alloc`
-        // carved out of the queue's descriptor memory.
-        unsafe { &mut *self.sends.add(self.inflight.index(pos)) }
-    }
-
     /// The [`Run`] record of run position `pos`.
     #[inline(always)]
     fn run_at(&mut self, pos: u32) -> &mut Run {
-        // SAFETY: as `send_at`: masked (runs never outnumber descriptors,
-        // so the ring of `nb_desc` records cannot overflow).
+        // SAFETY: the index is masked into the `nb_desc` records `alloc`
+        // carved out of the queue's descriptor memory (runs never outnumber
+        // descriptors, so the ring of records cannot overflow).
         unsafe { &mut *self.runs.add(self.inflight.index(pos)) }
+    }
+
+    /// What the oldest send in flight put on the wire.
+    fn oldest_sent(&self) -> Sent {
+        Sent::of(self.inflight.oldest(), self.long_vp.is_some())
     }
 }
 
@@ -322,30 +304,18 @@ struct Burst<'a> {
     q: &'a TxQueue,
 }
 
-/// What the general path did with one packet.
-enum Posted {
-    /// Written as a WQE: its OOB (for late patching), one segment of one
-    /// pool (for `MBUF_FAST_FREE`), packets and bytes on the wire.
-    Wqe(*mut u8, bool, u32, u32),
-    /// Dropped (and freed).
-    Dropped,
-    /// No room left in the SQ: the burst ends.
-    Full,
-}
-
 impl Burst<'_> {
     /// After the hardware queue is gone: frees every mbuf still in flight
     /// (they will never complete) and forgets the rings. Returns how many.
     fn detach(&mut self) -> u32 {
         let n = self.st.inflight.len();
         while !self.st.inflight.is_empty() {
-            let pos = self.st.inflight.tail;
-            let s = *self.st.send_at(pos);
+            let s = self.st.oldest_sent();
             let m = self.st.inflight.take();
             // Counted as sent when posted; they never reached the wire.
-            self.q.stats.packets.sub(u64::from(s.wire_packets));
-            self.q.stats.bytes.sub(u64::from(s.wire_bytes));
-            self.q.stats.errors.add(u64::from(s.wire_packets));
+            self.q.stats.packets.sub(u64::from(s.packets));
+            self.q.stats.bytes.sub(u64::from(s.bytes));
+            self.q.stats.errors.add(u64::from(s.packets));
             // SAFETY: the mbuf was handed to us by tx_burst and not freed.
             unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
         }
@@ -444,13 +414,12 @@ impl Burst<'_> {
         };
         let (mut unsent, mut unsent_bytes) = (0u64, 0u64);
         for _ in 0..n {
-            let pos = self.st.inflight.tail;
-            let s = *self.st.send_at(pos);
+            let s = self.st.oldest_sent();
             // Counted as sent when posted; the device dropped it.
             self.q.stats.errors.add(1);
-            unsent += u64::from(s.wire_packets);
-            unsent_bytes += u64::from(s.wire_bytes);
-            self.st.sq.tail = self.st.sq.tail.wrapping_add(u32::from(s.bu));
+            unsent += u64::from(s.packets);
+            unsent_bytes += u64::from(s.bytes);
+            self.st.sq.tail = self.st.sq.tail.wrapping_add(s.bu);
             self.free_oldest(1, false);
             let tail = self.st.inflight.tail;
             let r = *self.st.run_at(self.st.run_tail);
@@ -469,115 +438,77 @@ impl Burst<'_> {
     /// Posts packets until the ring or the burst ends; rings the doorbell
     /// once. Returns how many packets were consumed (sent or dropped).
     ///
-    /// The plain packet (one segment, no TSO, no VLAN insert, short OOB)
-    /// takes the fast path: a one-unit WQE from the queue's template, the
-    /// memory region checked against the last one used. Everything else
-    /// goes through [`Burst::general`].
+    /// A packet of one segment without segmentation, in the region the last
+    /// packet was in, takes the fast path (`fast_run`): a WQE of one unit
+    /// (short OOB) or two (long OOB: VLAN insertion, a large vPort offset)
+    /// from the queue's template, checksum offload bits ORed in. Chains, TSO
+    /// and region changes go through [`TxQueue::general`], one packet at a
+    /// time, between fast runs.
     fn post(&mut self, pkts: &mut [*mut rte_mbuf]) -> usize {
-        const SLOW: u64 = ffi::RTE_MBUF_F_TX_TCP_SEG | ffi::RTE_MBUF_F_TX_VLAN;
         let q = self.q;
-        let port_id = q.conf.port_id;
-        let TxState {
-            sq,
-            inflight,
-            sends,
-            nb_desc,
-            oob_template,
-            long_vp,
-            max_sge,
-            mr,
-            ..
-        } = &mut *self.st;
-        let shape = Shape {
-            template: *oob_template,
-            long_vp: *long_vp,
-            max_sge: *max_sge,
-            sends: *sends,
-        };
-        let short = long_vp.is_none();
-        // Every WQE suppresses its CQE; the last one's bit is cleared below.
-        let template = oob_template.to_raw() | bits::SUPPRESS;
-        let mut ring = *inflight;
-        let run_start = ring.head;
-        let mut room = *nb_desc - ring.len();
-        let sends = *sends;
-        let mut region = mr.first().bounds();
-        let mut fast = true;
-        let mut wq = sq.writer();
-        let mut last_oob: *mut u8 = ptr::null_mut();
-        let (mut sent, mut sent_bytes) = (0u64, 0u64);
-        let mut i = 0;
-        while i < pkts.len() && room > 0 {
-            let m = pkts[i];
-            // SAFETY: tx_burst's caller hands us valid mbufs.
-            let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
-            if short && nb_segs == 1 && ol & SLOW == 0 {
-                if wq.free_bu() == 0 {
+        let run_start = self.st.inflight.head;
+        let (i, sq_end, ring, last_oob, bytes, one_pool, extra_packets) = {
+            let TxState {
+                sq,
+                inflight,
+                nb_desc,
+                oob_template,
+                long_vp,
+                max_sge,
+                mr,
+                ..
+            } = &mut *self.st;
+            let shape = Shape {
+                template: *oob_template,
+                long_vp: *long_vp,
+                max_sge: *max_sge,
+            };
+            let mut f = Fast {
+                // Every WQE suppresses its CQE; the last one's bit is
+                // cleared below.
+                template: oob_template.to_raw() | bits::SUPPRESS,
+                long_template: bits::long_vp(*long_vp),
+                region: mr.first().bounds(),
+                wq: sq.writer(),
+                ring: *inflight,
+                last_oob: ptr::null_mut(),
+                bytes: 0,
+            };
+            // Every packet posted takes one descriptor.
+            let n = pkts.len().min((*nb_desc - f.ring.len()) as usize);
+            let (mut one_pool, mut extra_packets) = (true, 0u64);
+            let mut i = 0;
+            while i < n {
+                i += f.run(&pkts[i..n]);
+                if i == n {
                     break;
                 }
-                // SAFETY: a valid single-segment mbuf.
-                let (addr, len, pkt_len) = unsafe {
-                    (
-                        (*m).buf_addr as usize + usize::from(mbuf::data_off(m)),
-                        u32::from(mbuf::data_len(m)),
-                        mbuf::pkt_len(m),
-                    )
-                };
-                if !region.covers(addr, len as usize) {
-                    match miss(mr, port_id, addr, len as usize) {
-                        Some(r) => region = r,
-                        None => {
-                            q.drop_packet(m, DropReason::NoMemoryRegion);
-                            i += 1;
-                            continue;
-                        }
-                    }
-                }
-                let oob = template | csum_bits(ol, m);
-                let sge = Sge::new(addr as u64, region.lkey, len);
-                last_oob = wq.post_bu(bits::HDR_PLAIN, oob, sge);
-                let slot = ring.index(ring.head);
-                ring.push(m);
-                // SAFETY: `slot` is an index of the queue's `sends` records.
-                unsafe {
-                    *sends.add(slot) = Send {
-                        wire_bytes: pkt_len,
-                        wire_packets: 1,
-                        bu: 1,
-                        _pad: 0,
-                    }
-                };
-                sent += 1;
-                sent_bytes += u64::from(pkt_len);
-            } else {
-                let (w, outcome) = q.general(&shape, mr, wq, &mut ring, &mut pkts[i], &mut region);
-                wq = w;
+                let (wq, outcome) =
+                    q.general(&shape, mr, f.wq, &mut f.ring, &mut pkts[i], &mut f.region);
+                f.wq = wq;
                 match outcome {
                     Posted::Wqe(oob, one, packets, bytes) => {
-                        last_oob = oob;
-                        fast &= one;
-                        sent += u64::from(packets);
-                        sent_bytes += u64::from(bytes);
+                        f.last_oob = oob;
+                        one_pool &= one;
+                        extra_packets += u64::from(packets) - 1;
+                        f.bytes += u64::from(bytes);
                     }
-                    Posted::Dropped => {
-                        i += 1;
-                        continue;
-                    }
+                    Posted::Dropped => {}
                     Posted::Full => break,
                 }
+                i += 1;
             }
-            room -= 1;
-            i += 1;
-        }
-        let sq_end = wq.head();
-        drop(wq);
+            let sq_end = f.wq.head();
+            (i, sq_end, f.ring, f.last_oob, f.bytes, one_pool, extra_packets)
+        };
         let st = &mut *self.st;
         st.inflight = ring;
         // Counted when the device takes them (so counters agree with the
         // device's whenever the queue is idle); errors are taken back at reap.
-        q.stats.packets.add(sent);
-        q.stats.bytes.add(sent_bytes);
-        if !last_oob.is_null() {
+        let posted = ring.head.wrapping_sub(run_start);
+        q.stats.packets.add(u64::from(posted) + extra_packets);
+        q.stats.bytes.add(bytes);
+        if posted > 0 {
             // The run's last WQE produces the CQE that completes the run.
             // SAFETY: the OOB of the WQE just written, in the SQ ring; the
             // device has not been told about it yet.
@@ -586,15 +517,146 @@ impl Burst<'_> {
             *st.run_at(pos) = Run {
                 end: ring.head,
                 sq_end,
-                fast,
+                fast: one_pool,
             };
             st.run_head = pos.wrapping_add(1);
-            st.sq_db.ring(port_id, st.sq.doorbell_tail());
+            st.sq_db.ring(q.conf.port_id, st.sq.doorbell_tail());
         }
-        debug_assert!(run_start != ring.head || last_oob.is_null());
         i
     }
+}
 
+/// The fast path's state for one burst: per-burst constants and the rings'
+/// cursors, kept in registers by `Fast::run`.
+struct Fast<'w> {
+    template: u64,
+    long_template: u64,
+    region: Bounds,
+    wq: WqWriter<'w>,
+    ring: MbufRing,
+    last_oob: *mut u8,
+    bytes: u64,
+}
+
+impl Fast<'_> {
+    /// Posts packets from the start of `pkts` (for which the ring has
+    /// descriptors) while they take the fast path; returns how many. Stops
+    /// at the first one that does not (or when the SQ is full).
+    #[inline(always)]
+    fn run(&mut self, pkts: &[*mut rte_mbuf]) -> usize {
+        let mut k = 0;
+        for &m in pkts {
+            // SAFETY: tx_burst's caller hands us valid mbufs.
+            let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
+            if nb_segs != 1 || ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0 {
+                break;
+            }
+            // One unit with the short OOB, two with the long one (VLAN
+            // insertion, a vPort offset above 255: long_template != 0).
+            let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
+            let long = vlan || self.long_template != 0;
+            let bu = 1 + u32::from(long);
+            // SAFETY: a valid single-segment mbuf.
+            let (addr, len, pkt_len) = unsafe {
+                (
+                    (*m).buf_addr as usize + usize::from(mbuf::data_off(m)),
+                    u32::from(mbuf::data_len(m)),
+                    mbuf::pkt_len(m),
+                )
+            };
+            if self.wq.free_bu() < bu || !self.region.covers(addr, len as usize) {
+                break;
+            }
+            let oob = self.template | csum_bits(ol, m);
+            let sge = Sge::new(addr as u64, self.region.lkey, len).to_words();
+            if long {
+                let l = if vlan {
+                    // SAFETY: a valid mbuf.
+                    self.long_template | bits::vlan(unsafe { mbuf::vlan_tci(m) })
+                } else {
+                    self.long_template
+                };
+                self.last_oob =
+                    self.wq
+                        .post_long_words(bits::HDR_LONG_PLAIN, [oob | bits::LONG, l, 0], sge);
+            } else {
+                self.last_oob = self.wq.post_bu_words(bits::HDR_PLAIN, oob, sge);
+            }
+            self.ring.push(m);
+            // The inserted tag is on the wire too.
+            self.bytes += u64::from(pkt_len + 4 * u32::from(vlan));
+            k += 1;
+        }
+        k
+    }
+}
+
+/// What the general path did with one packet.
+enum Posted {
+    /// Written as a WQE: its OOB (for late patching), one segment of one
+    /// pool (for `MBUF_FAST_FREE`), packets and bytes on the wire.
+    Wqe(*mut u8, bool, u32, u32),
+    /// Dropped (and freed).
+    Dropped,
+    /// No room left in the SQ: the burst ends.
+    Full,
+}
+
+/// What a send puts on the wire and takes of the SQ, from its mbuf: the
+/// same function of the mbuf (ours until the send completes) when it is
+/// posted and when its error completion or a teardown takes it back.
+#[derive(Clone, Copy)]
+struct Sent {
+    /// Basic units of its WQE.
+    bu: u32,
+    /// Packets and bytes on the wire (a TSO send is several packets; an
+    /// inserted VLAN tag adds 4 bytes to each).
+    packets: u32,
+    bytes: u32,
+    /// SGEs of its WQE.
+    num_sge: u32,
+    /// The long OOB.
+    long: bool,
+    tso: Option<Tso>,
+}
+
+impl Sent {
+    /// For `m`, as posted (after linearisation; a TSO request `Tso::of`
+    /// refuses is never posted). `long_vp`: the queue needs the long OOB.
+    fn of(m: *mut rte_mbuf, long_vp: bool) -> Sent {
+        // SAFETY: a valid mbuf of a send we own.
+        let (ol, nb_segs, pkt_len, tx_offload) = unsafe {
+            (
+                (*m).ol_flags,
+                u32::from(mbuf::nb_segs(m)),
+                mbuf::pkt_len(m),
+                mbuf::tx_offload(m),
+            )
+        };
+        let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
+        let long = vlan || long_vp;
+        let tso = if ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0 {
+            Tso::of(m, ol, tx_offload).ok().flatten()
+        } else {
+            None
+        };
+        let num_sge = nb_segs + tso.map_or(0, |t| u32::from(t.split));
+        let oob = if long {
+            gdma::INLINE_OOB_LARGE_SIZE
+        } else {
+            gdma::INLINE_OOB_SMALL_SIZE
+        };
+        let (packets, bytes) = tso.map_or((1, pkt_len), |t| t.wire(pkt_len));
+        let tag = if vlan { 4 } else { 0 };
+        Sent {
+            bu: gdma::wqe_size_bu(oob, num_sge as usize),
+            packets,
+            bytes: bytes + tag * packets,
+            num_sge,
+            long,
+            tso,
+        }
+    }
 }
 
 /// What the general path needs of a queue's burst state besides its rings.
@@ -602,7 +664,6 @@ struct Shape {
     template: TxShortOob,
     long_vp: Option<u16>,
     max_sge: u32,
-    sends: *mut Send,
 }
 
 impl TxQueue {
@@ -614,9 +675,10 @@ impl TxQueue {
     }
 
     /// The general path of `post` for one packet: chains (linearised when
-    /// they have more segments than a WQE takes), TSO, VLAN insertion and
-    /// the long OOB. Takes the WQ cursor by value and gives it back, so the
-    /// fast path keeps its copy in registers.
+    /// they have more segments than a WQE takes), TSO, and the first packet
+    /// in a memory region other than the last one's. Takes the WQ cursor by
+    /// value and gives it back, so the fast path keeps its copy in
+    /// registers.
     #[inline(never)]
     fn general<'w>(
         &self,
@@ -629,9 +691,8 @@ impl TxQueue {
     ) -> (WqWriter<'w>, Posted) {
         let mut m = *slot;
         // SAFETY: tx_burst's caller hands us valid mbuf chains.
-        let mut nb_segs = u32::from(unsafe { mbuf::nb_segs(m) });
-        // SAFETY: the same valid mbuf.
-        let tso = unsafe { (*m).ol_flags } & ffi::RTE_MBUF_F_TX_TCP_SEG != 0;
+        let (ol, nb_segs) = unsafe { ((*m).ol_flags, u32::from(mbuf::nb_segs(m))) };
+        let tso = ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0;
         // TSO puts the headers alone in SGE 0: one more SGE at most.
         if nb_segs + u32::from(tso) > shape.max_sge {
             match linearize(m) {
@@ -639,7 +700,6 @@ impl TxQueue {
                     self.stats.linearized.add(1);
                     m = l;
                     *slot = l;
-                    nb_segs = 1;
                 }
                 None => {
                     self.drop_packet(m, DropReason::TooManySegments);
@@ -648,53 +708,33 @@ impl TxQueue {
             }
         }
         // SAFETY: a valid mbuf (linearize returns one too).
-        let (ol, vlan_tci, pkt_len, tx_offload) = unsafe {
-            (
-                (*m).ol_flags,
-                mbuf::vlan_tci(m),
-                mbuf::pkt_len(m),
-                mbuf::tx_offload(m),
-            )
-        };
-        let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
-        let long = shape.long_vp.is_some() || vlan;
-        let oob_words = if long { 3 } else { 1 };
-        let tso = if tso {
-            match Tso::of(m, ol, tx_offload) {
-                Ok(t) => t,
-                Err(()) => {
-                    self.drop_packet(m, DropReason::BadTso);
-                    return (wq, Posted::Dropped);
-                }
-            }
-        } else {
-            None
-        };
-        let num_sge = nb_segs + tso.map_or(0, |t| u32::from(t.split));
-        let bu = gdma::wqe_size_bu(oob_words * 8, num_sge as usize);
-        if wq.free_bu() < bu {
+        let (vlan_tci, tx_offload, nb_segs) =
+            unsafe { (mbuf::vlan_tci(m), mbuf::tx_offload(m), u32::from(mbuf::nb_segs(m))) };
+        if tso && Tso::of(m, ol, tx_offload).is_err() {
+            self.drop_packet(m, DropReason::BadTso);
+            return (wq, Posted::Dropped);
+        }
+        let sent = Sent::of(m, shape.long_vp.is_some());
+        if wq.free_bu() < sent.bu {
             return (wq, Posted::Full);
         }
         let mut sgl = [Sge::default(); gdma::MAX_TX_WQE_SGES];
-        let Some(()) = self.fill_sgl(mr, m, nb_segs, tso, &mut sgl, region) else {
+        let Some(()) = self.fill_sgl(mr, m, nb_segs, sent.tso, &mut sgl, region) else {
             self.drop_packet(m, DropReason::NoMemoryRegion);
             return (wq, Posted::Dropped);
         };
         let mut oob = [
-            tx_oob(shape.template, ol, tx_offload, true, long),
+            tx_oob(shape.template, ol, tx_offload, true, sent.long),
             0,
             0,
         ];
-        let base = if long {
+        let base = if sent.long {
             bits::HDR_LONG
         } else {
             bits::HDR_SHORT
         };
-        let mut header = base | (u64::from(num_sge) * bits::HDR_NUM_SGE_ONE);
-        // An inserted VLAN tag is on the wire too.
-        let tag = if vlan { 4 } else { 0 };
-        let (mut wire_packets, mut wire_bytes) = (1u32, pkt_len + tag);
-        if let Some(t) = tso {
+        let mut header = base | (u64::from(sent.num_sge) * bits::HDR_NUM_SGE_ONE);
+        if let Some(t) = sent.tso {
             // As the kernel driver sends GSO: headers in SGE 0 (their
             // length in last_vbytes), MSS in client_data_unit.
             header = WqeHeader::from_raw(header)
@@ -707,34 +747,18 @@ impl TxQueue {
                 .with_comp_tcp_csum(true)
                 .with_trans_off(t.trans_off)
                 .to_raw();
-            (wire_packets, wire_bytes) = t.wire(pkt_len);
-            wire_bytes += tag * wire_packets;
         }
-        if long {
-            let mut l = TxLongOob::new();
-            if vlan {
-                l = l.with_vlan_tci(vlan_tci);
+        if sent.long {
+            let mut l = bits::long_vp(shape.long_vp);
+            if ol & ffi::RTE_MBUF_F_TX_VLAN != 0 {
+                l |= bits::vlan(vlan_tci);
             }
-            if let Some(vp) = shape.long_vp {
-                l = l.with_long_vp_offset(vp);
-            }
-            let l = l.into_bits().get();
-            oob[1] = l as u64;
-            oob[2] = (l >> 64) as u64;
+            oob[1] = l;
         }
-        let last_oob = wq.post(header, &oob[..oob_words], &sgl[..num_sge as usize], bu);
-        let slot = ring.index(ring.head);
+        let oob_words = if sent.long { 3 } else { 1 };
+        let last_oob = wq.post(header, &oob[..oob_words], &sgl[..sent.num_sge as usize], sent.bu);
         ring.push(m);
-        // SAFETY: `slot` is an index of the queue's `sends` records.
-        unsafe {
-            *shape.sends.add(slot) = Send {
-                wire_bytes,
-                wire_packets: wire_packets.min(u32::from(u16::MAX)) as u16,
-                bu: bu as u8,
-                _pad: 0,
-            }
-        };
-        (wq, Posted::Wqe(last_oob, nb_segs == 1, wire_packets, wire_bytes))
+        (wq, Posted::Wqe(last_oob, nb_segs == 1, sent.packets, sent.bytes))
     }
 
     /// One SGE per segment; with TSO, the first segment's headers get an SGE
@@ -824,6 +848,49 @@ mod bits {
         .with_inline_oob_size_div4((gdma::INLINE_OOB_SMALL_SIZE / 4) as u8)
         .with_num_sge(1)
         .to_raw();
+    /// The header of a one-segment send with the long OOB (two units).
+    pub const HDR_LONG_PLAIN: u64 = H::new()
+        .with_inline_oob_size_div4((gdma::INLINE_OOB_LARGE_SIZE / 4) as u8)
+        .with_num_sge(1)
+        .to_raw();
+
+    const fn l(x: gdma::TxLongOob) -> u64 {
+        let v = x.to_raw();
+        assert!(v >> 64 == 0, "the long OOB's second word is reserved");
+        v as u64
+    }
+    const VLAN_INSERT: u64 = l(gdma::TxLongOob::new().with_inject_vlan_pri_tag(true));
+    /// `pcp = 1`, `dei = 1`, `vlan_id = 1`, `long_vp_offset = 1`: multiples
+    /// of them set the fields.
+    const PCP_ONE: u64 = l(gdma::TxLongOob::new().with_pcp(1));
+    const DEI: u64 = l(gdma::TxLongOob::new().with_dei(true));
+    const VID_ONE: u64 = l(gdma::TxLongOob::new().with_vlan_id(1));
+    const VP_ONE: u64 = l(gdma::TxLongOob::new().with_long_vp_offset(1));
+
+    /// The first word of the long OOB with only the vPort offset set (the
+    /// second word is reserved, zero).
+    #[inline(always)]
+    pub fn long_vp(vp: Option<u16>) -> u64 {
+        u64::from(vp.unwrap_or(0) & 0xfff) * VP_ONE
+    }
+
+    /// By the TCI's top nibble (PCP and DEI): the bits they set, with the
+    /// insertion flag.
+    static TCI_TOP: [u64; 16] = {
+        let mut t = [0u64; 16];
+        let mut i = 0;
+        while i < 16 {
+            t[i] = VLAN_INSERT | ((i as u64 >> 1) * PCP_ONE) | ((i as u64 & 1) * DEI);
+            i += 1;
+        }
+        t
+    };
+
+    /// The bits a VLAN TCI sets in the first word of the long OOB.
+    #[inline(always)]
+    pub fn vlan(tci: u16) -> u64 {
+        TCI_TOP[usize::from(tci >> 12)] | (u64::from(tci & 0xfff) * VID_ONE)
+    }
 
     /// `b` if `on`, else 0, without a branch.
     #[inline(always)]
@@ -847,19 +914,49 @@ const OFFLOADS: u64 = ffi::RTE_MBUF_F_TX_L4_MASK
     | ffi::RTE_MBUF_F_TX_IP_CKSUM
     | ffi::RTE_MBUF_F_TX_IPV4
     | ffi::RTE_MBUF_F_TX_IPV6;
+/// The checksum flags are adjacent bits of `ol_flags` (L4 type, IP
+/// checksum, IPv4, IPv6): they index `CSUM_OOB`.
+const OFFLOADS_SHIFT: u32 = OFFLOADS.trailing_zeros();
+const _: () = assert!(OFFLOADS >> OFFLOADS_SHIFT == 0x1f, "five adjacent flag bits");
+
+/// By checksum flags: the short OOB bits they ask for, and whether the
+/// transport offset is needed (TCP).
+static CSUM_OOB: [(u64, bool); 32] = csum_oob_table();
+
+const fn csum_oob_table() -> [(u64, bool); 32] {
+    let mut t = [(0u64, false); 32];
+    let mut i = 0;
+    while i < 32 {
+        let ol = (i as u64) << OFFLOADS_SHIFT;
+        let l4 = ol & ffi::RTE_MBUF_F_TX_L4_MASK;
+        let tcp = l4 == ffi::RTE_MBUF_F_TX_TCP_CKSUM;
+        let mut o = 0;
+        if ol & ffi::RTE_MBUF_F_TX_IPV4 != 0 {
+            o |= bits::IPV4;
+        }
+        if ol & ffi::RTE_MBUF_F_TX_IPV6 != 0 {
+            o |= bits::IPV6;
+        }
+        if ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0 {
+            o |= bits::IP_CSUM;
+        }
+        if tcp {
+            o |= bits::TCP_CSUM;
+        }
+        if l4 == ffi::RTE_MBUF_F_TX_UDP_CKSUM {
+            o |= bits::UDP_CSUM;
+        }
+        t[i] = (o, tcp);
+        i += 1;
+    }
+    t
+}
 
 /// The OOB bits the checksum flags ask for; `tx_offload` is read for the
 /// TCP transport offset only.
 #[inline(always)]
 fn offload_bits(ol: u64, tx_offload: impl FnOnce() -> u64) -> u64 {
-    use bits::when;
-    let l4 = ol & ffi::RTE_MBUF_F_TX_L4_MASK;
-    let tcp = l4 == ffi::RTE_MBUF_F_TX_TCP_CKSUM;
-    let mut o = when(ol & ffi::RTE_MBUF_F_TX_IPV4 != 0, bits::IPV4)
-        | when(ol & ffi::RTE_MBUF_F_TX_IPV6 != 0, bits::IPV6)
-        | when(ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0, bits::IP_CSUM)
-        | when(tcp, bits::TCP_CSUM)
-        | when(l4 == ffi::RTE_MBUF_F_TX_UDP_CKSUM, bits::UDP_CSUM);
+    let (mut o, tcp) = CSUM_OOB[((ol >> OFFLOADS_SHIFT) & 0x1f) as usize];
     if tcp {
         // l2_len is bits 0-6 of tx_offload, l3_len bits 7-15.
         let t = tx_offload();
@@ -1001,6 +1098,23 @@ mod tests {
         assert_eq!(o.into_bits().get() & 0x80, 0x80);
     }
 
+    /// The long OOB built from its two parts equals the typed one, for
+    /// every TCI and vPort offsets over the field's range.
+    #[test]
+    fn the_long_oob_words_match_the_typed_setters() {
+        for vp in [None, Some(0), Some(0x100), Some(0xabc), Some(0xfff)] {
+            for tci in 0..=u16::MAX {
+                let mut want = TxLongOob::new().with_vlan_tci(tci);
+                if let Some(v) = vp {
+                    want = want.with_long_vp_offset(v);
+                }
+                let want = want.into_bits().get();
+                assert_eq!(bits::long_vp(vp) | bits::vlan(tci), want as u64, "{tci:#x} {vp:?}");
+                assert_eq!(want >> 64, 0, "the second word stays zero");
+            }
+        }
+    }
+
     #[test]
     fn tso_counts_the_segments_and_bytes_the_wire_carries() {
         let t = Tso {
@@ -1061,6 +1175,8 @@ mod tests {
                 }
             }
         }
+        assert_eq!(bits::HDR_PLAIN, bits::HDR_SHORT | bits::HDR_NUM_SGE_ONE);
+        assert_eq!(bits::HDR_LONG_PLAIN, bits::HDR_LONG | bits::HDR_NUM_SGE_ONE);
         for n in 0..=gdma::MAX_TX_WQE_SGES as u8 {
             for (base, div4) in [(bits::HDR_SHORT, 2), (bits::HDR_LONG, 6)] {
                 let want = WqeHeader::new()

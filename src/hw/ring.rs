@@ -102,17 +102,11 @@ impl WqWriter<'_> {
         (self.head as usize).wrapping_mul(WQE_BU_SIZE) & self.mask
     }
 
-    /// Writes a WQE of one basic unit (header, 8-byte OOB, one SGE) at the
-    /// head and advances it by one. Returns a pointer to the OOB. The caller
-    /// checked `free_bu() >= 1` and that the header says as much.
-    #[inline(always)]
-    pub fn post_bu(&mut self, header: u64, oob: u64, sge: gdma::Sge) -> *mut u8 {
-        self.post_bu_words(header, oob, sge.to_words())
-    }
-
-    /// [`WqWriter::post_bu`] with the SGE as its two words
-    /// ([`gdma::Sge::to_words`]), so a burst posting many buffers of one
-    /// memory key and size builds the second word once.
+    /// Writes a WQE of one basic unit (header, 8-byte OOB, one SGE given
+    /// as its two words, [`gdma::Sge::to_words`], so a burst posting many
+    /// buffers of one memory key and size builds the second word once) at
+    /// the head and advances it by one. Returns a pointer to the OOB. The
+    /// caller checked `free_bu() >= 1` and that the header says as much.
     #[inline(always)]
     pub fn post_bu_words(&mut self, header: u64, oob: u64, sge: [u64; 2]) -> *mut u8 {
         debug_assert!(self.free >= 1);
@@ -131,6 +125,36 @@ impl WqWriter<'_> {
         };
         self.head = self.head.wrapping_add(1);
         self.free -= 1;
+        oob_ptr
+    }
+
+    /// Writes a WQE of two basic units: header and the 24-byte OOB in the
+    /// first, one SGE (as [`gdma::Sge::to_words`]) at the start of the
+    /// second, which may wrap to the start of the ring. Advances the head by
+    /// two; returns a pointer to the OOB. The caller checked
+    /// `free_bu() >= 2` and that the header says as much.
+    #[inline(always)]
+    pub fn post_long_words(&mut self, header: u64, oob: [u64; 3], sge: [u64; 2]) -> *mut u8 {
+        debug_assert!(self.free >= 2);
+        let off = self.head_offset();
+        let sge_off = (off + WQE_BU_SIZE) & self.mask;
+        // SAFETY: `off` and `sge_off` are 32-byte aligned offsets inside the
+        // ring (a power of two of at least 32 bytes), so each 32-byte unit
+        // written fits before its end.
+        let oob_ptr = unsafe {
+            let p = self.buf.add(off);
+            let w = p as *mut u64;
+            ptr::write_unaligned(w, header.to_le());
+            ptr::write_unaligned(w.add(1), oob[0].to_le());
+            ptr::write_unaligned(w.add(2), oob[1].to_le());
+            ptr::write_unaligned(w.add(3), oob[2].to_le());
+            let s = self.buf.add(sge_off) as *mut u64;
+            ptr::write_unaligned(s, sge[0].to_le());
+            ptr::write_unaligned(s.add(1), sge[1].to_le());
+            p.add(8)
+        };
+        self.head = self.head.wrapping_add(2);
+        self.free -= 2;
         oob_ptr
     }
 
@@ -428,13 +452,40 @@ mod tests {
     }
 
     #[test]
+    fn a_two_unit_wqe_is_the_general_one_also_across_the_ring_end() {
+        for head in [0u32, 1, 3] {
+            let (mut a, mut b) = (vec![0u8; 128], vec![0u8; 128]);
+            // SAFETY: the vectors outlive the queues.
+            let (mut qa, mut qb) = unsafe {
+                (
+                    WorkQueue::new(a.as_mut_ptr(), 128, 7),
+                    WorkQueue::new(b.as_mut_ptr(), 128, 7),
+                )
+            };
+            for q in [&mut qa, &mut qb] {
+                q.head = head;
+                q.tail = head;
+            }
+            let sge = Sge::new(0x5566, 9, 60);
+            let oob = [0x11, 0x22, 0x33];
+            let pa = qa.writer().post_long_words(0x44, oob, sge.to_words());
+            let pb = qb.writer().post(0x44, &oob, &[sge], 2);
+            assert_eq!(a, b, "head {head}");
+            assert_eq!(pa as usize - a.as_ptr() as usize, pb as usize - b.as_ptr() as usize);
+            assert_eq!((qa.head, qb.head), (head + 2, head + 2));
+        }
+    }
+
+    #[test]
     fn a_one_unit_wqe_is_written_whole_at_the_head() {
         let mut ring = vec![0u8; 64];
         // SAFETY: the vector outlives the queue.
         let mut wq = unsafe { WorkQueue::new(ring.as_mut_ptr(), 64, 7) };
         wq.head = 3; // offset 32 of a two-unit ring
         wq.tail = 3;
-        let oob = wq.writer().post_bu(0x1122, 0x3344, Sge::new(0x5566, 9, 60));
+        let oob = wq
+            .writer()
+            .post_bu_words(0x1122, 0x3344, Sge::new(0x5566, 9, 60).to_words());
         assert_eq!(oob as usize - ring.as_ptr() as usize, 40);
         assert_eq!(&ring[32..40], &0x1122u64.to_le_bytes());
         assert_eq!(&ring[40..48], &0x3344u64.to_le_bytes());
