@@ -504,3 +504,55 @@ backend = {{ kind = "sink" }}
     ))
     .unwrap()
 }
+
+/// Packets the device delivered that no burst polled before a reset are
+/// counted as lost to it (xstats `rx_q<n>_lost_to_reset`), so the device's
+/// receive count equals what the application got plus what the reset took.
+#[test]
+fn received_packets_not_polled_at_a_reset_are_counted_as_lost_to_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-unpolled", sink_port(100)).unwrap();
+    let mut t = spawn(&env, &["--forward-mode=rxonly"]);
+    // Not forwarding: what arrives waits in the receive ring.
+    let frames: Vec<Vec<u8>> = (0..50u8)
+        .map(|i| {
+            mana_emu::pkt::build::udp4(
+                mana_emu::config::parse_mac(MAC0).unwrap(),
+                [2, 0, 0, 0, 0, 1],
+                [10, 0, 0, i],
+                [10, 9, 9, 9],
+                1000,
+                2000,
+                30,
+            )
+        })
+        .collect();
+    t.inject(MAC0, &frames).unwrap();
+    t.wait_device(Duration::from_secs(10), |c| {
+        c.port(MAC0).is_some_and(|p| p.rx_packets == 50)
+    })
+    .unwrap();
+    reset(&t);
+    wait_for_events(
+        &t,
+        0,
+        "error recovery successful",
+        1,
+        Duration::from_secs(20),
+    );
+    let out = t.cmd("show port xstats 0").unwrap();
+    let value = |k: &str| -> u64 {
+        let l = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{k}:")))
+            .unwrap_or_else(|| panic!("no {k} in {out}"));
+        l.split(':').nth(1).unwrap().trim().parse().unwrap()
+    };
+    assert_eq!(value("rx_q0_lost_to_reset"), 50, "{out}");
+    assert_eq!(value("rx_good_packets"), 0, "{out}");
+    let log = t.quit().unwrap();
+    assert!(
+        log.contains("50 received packets not yet polled were lost to the reset"),
+        "{log}"
+    );
+}

@@ -490,6 +490,20 @@ pub fn drain_txq(q: &TxQueue, token: &mut ControlToken) {
     }
 }
 
+/// Counts, in each rx queue's `lost_to_reset`, the packets the device has
+/// delivered that no burst has taken yet; the rings must still exist and
+/// the gates be closed. Returns the total.
+pub fn count_unpolled(ctrl: &mut Ctrl) -> u64 {
+    let Ctrl { rx, token, .. } = ctrl;
+    let mut n = 0;
+    for (_, q) in rx.iter() {
+        if let Some(st) = q.state_mut(token) {
+            n += q.count_unpolled(st);
+        }
+    }
+    n
+}
+
 /// Frees every mbuf still posted or in flight and forgets the rings; the
 /// hardware queues must be gone (or dead) and the gates closed. Returns the
 /// sends discarded.

@@ -246,6 +246,14 @@ fn teardown(port: &Port) {
         // Closed already, unless a rebuild opened them before the device
         // reset again.
         queues::close_gates(&ctrl);
+        // Received but not yet polled: counted before the rings go.
+        let unpolled = queues::count_unpolled(&mut ctrl);
+        if unpolled > 0 {
+            warn!(
+                "{}: {unpolled} received packets not yet polled were lost to the reset",
+                port.name
+            );
+        }
         (ctrl.running.take(), ctrl.dev.take())
     };
     crate::control::intr::disable_rx_vectors(port);
