@@ -490,11 +490,18 @@ pub fn drain_txq(q: &TxQueue, token: &mut ControlToken) {
     }
 }
 
-/// Counts, in each rx queue's `lost_to_reset`, the packets the device has
-/// delivered that no burst has taken yet; the rings must still exist and
-/// the gates be closed. Returns the total.
-pub fn count_unpolled(ctrl: &mut Ctrl) -> u64 {
-    let Ctrl { rx, token, .. } = ctrl;
+/// Before a reset tears the rings down (they still exist, the gates are
+/// closed): takes in what the device completed before it died. Sends whose
+/// completions are in the ring went out and count as sent; packets
+/// delivered that no burst has taken count as lost to the reset (each rx
+/// queue's `lost_to_reset`). Returns the packets lost.
+pub fn settle_before_teardown(ctrl: &mut Ctrl) -> u64 {
+    let Ctrl { rx, tx, token, .. } = ctrl;
+    for (_, q) in tx.iter() {
+        if let Some(st) = q.state_mut(token) {
+            q.reap(st);
+        }
+    }
     let mut n = 0;
     for (_, q) in rx.iter() {
         if let Some(st) = q.state_mut(token) {

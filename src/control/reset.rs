@@ -246,8 +246,9 @@ fn teardown(port: &Port) {
         // Closed already, unless a rebuild opened them before the device
         // reset again.
         queues::close_gates(&ctrl);
-        // Received but not yet polled: counted before the rings go.
-        let unpolled = queues::count_unpolled(&mut ctrl);
+        // What the device completed before it died, taken in before the
+        // rings go.
+        let unpolled = queues::settle_before_teardown(&mut ctrl);
         if unpolled > 0 {
             warn!(
                 "{}: {unpolled} received packets not yet polled were lost to the reset",
