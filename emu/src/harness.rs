@@ -298,9 +298,15 @@ pub struct TestpmdBuilder<'a> {
     timeout: Duration,
     file_prefix: Option<String>,
     hugepages: bool,
+    envs: Vec<(String, String)>,
 }
 
 impl<'a> TestpmdBuilder<'a> {
+    /// An environment variable for testpmd.
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.envs.push((k.into(), v.into()));
+        self
+    }
     /// The PMD plugin passed with `-d` (must not be in a world-writable dir).
     pub fn driver(mut self, p: PathBuf) -> Self {
         self.driver = Some(p);
@@ -398,6 +404,9 @@ impl<'a> TestpmdBuilder<'a> {
         cmd.env("LD_PRELOAD", preload.join(" "));
         cmd.env("MANA_EMU_CONFIG", &self.env.config_path);
         cmd.env("SYSFS_PCI_DEVICES", self.env.pci_devices());
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
         // stdout and stderr share one pipe, so what a command logs is read
         // in the order written: before the prompt that follows it.
         let (reader, writer) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
@@ -477,6 +486,7 @@ impl Testpmd {
             timeout: Duration::from_secs(120),
             file_prefix: None,
             hugepages: false,
+            envs: Vec::new(),
         }
     }
 

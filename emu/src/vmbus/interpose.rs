@@ -92,8 +92,9 @@ pub enum Target {
     Path(CString),
     /// `/dev/uio<n>`.
     Uio(usize),
-    /// A channel's `ring` file: (uuid, relid).
-    Ring(String, u32),
+    /// A channel's `ring` file: (uuid, relid, the placeholder's path for
+    /// calls other than `open`).
+    Ring(String, u32, CString),
 }
 
 /// Resolves `path` (absolute paths only; relative ones pass).
@@ -114,10 +115,14 @@ pub fn resolve(path: &CStr) -> Target {
         if !(rest.is_empty() || rest.starts_with('/')) {
             return Target::Pass;
         }
-        if let Some(t) = ring_path(rest) {
-            return t;
+        let mapped = format!("{}/bus/vmbus{rest}", r.root.display());
+        if let Some((uuid, relid)) = ring_path(rest) {
+            return match CString::new(mapped) {
+                Ok(c) => Target::Ring(uuid, relid, c),
+                Err(_) => Target::Pass,
+            };
         }
-        format!("{}/bus/vmbus{rest}", r.root.display())
+        mapped
     } else if let Some(rest) = p.strip_prefix("/sys/bus/pci/devices/") {
         let bdf = rest.split('/').next().unwrap_or("");
         if !r.pcis.iter().any(|a| a == bdf) {
@@ -134,12 +139,10 @@ pub fn resolve(path: &CStr) -> Target {
 }
 
 /// `/devices/<uuid>/channels/<relid>/ring` under `/sys/bus/vmbus`.
-fn ring_path(rest: &str) -> Option<Target> {
+fn ring_path(rest: &str) -> Option<(String, u32)> {
     let parts: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
     match parts.as_slice() {
-        ["devices", uuid, "channels", relid, "ring"] => {
-            Some(Target::Ring(uuid.to_string(), relid.parse().ok()?))
-        }
+        ["devices", uuid, "channels", relid, "ring"] => Some((uuid.to_string(), relid.parse().ok()?)),
         _ => None,
     }
 }
@@ -164,7 +167,7 @@ pub fn open_special(t: &Target, flags: c_int) -> RawFd {
                 -1
             }
         },
-        Target::Ring(uuid, relid) => match h.by_uuid(uuid).and_then(|n| n.channel_fd(*relid)) {
+        Target::Ring(uuid, relid, _) => match h.by_uuid(uuid).and_then(|n| n.channel_fd(*relid)) {
             Some(mfd) => {
                 let cmd = if cloexec { libc::F_DUPFD_CLOEXEC } else { libc::F_DUPFD };
                 // SAFETY: duplicating the channel's memfd (the host keeps its own).
@@ -329,7 +332,7 @@ macro_rules! export_libc_hooks {
             unsafe fn do_fopen(real: FopenFn, p: *const c_char, m: *const c_char) -> *mut c_void {
                 // SAFETY: see `path`.
                 match unsafe { path(p) }.map(interpose::resolve) {
-                    Some(Target::Path(c)) => unsafe { real(c.as_ptr(), m) },
+                    Some(Target::Path(c) | Target::Ring(_, _, c)) => unsafe { real(c.as_ptr(), m) },
                     _ => unsafe { real(p, m) },
                 }
             }
@@ -347,7 +350,7 @@ macro_rules! export_libc_hooks {
                 let real = real!(c"opendir", OpendirFn);
                 // SAFETY: see `path`.
                 match unsafe { path(p) }.map(interpose::resolve) {
-                    Some(Target::Path(c)) => unsafe { real(c.as_ptr()) },
+                    Some(Target::Path(c) | Target::Ring(_, _, c)) => unsafe { real(c.as_ptr()) },
                     _ => unsafe { real(p) },
                 }
             }
@@ -357,7 +360,7 @@ macro_rules! export_libc_hooks {
                 let real = real!(c"access", AccessFn);
                 // SAFETY: see `path`.
                 match unsafe { path(p) }.map(interpose::resolve) {
-                    Some(Target::Path(c)) => unsafe { real(c.as_ptr(), mode) },
+                    Some(Target::Path(c) | Target::Ring(_, _, c)) => unsafe { real(c.as_ptr(), mode) },
                     _ => unsafe { real(p, mode) },
                 }
             }
@@ -420,10 +423,7 @@ mod tests {
 
     #[test]
     fn ring_paths_parse() {
-        match ring_path("/devices/abc/channels/15/ring") {
-            Some(Target::Ring(u, r)) => assert_eq!((u.as_str(), r), ("abc", 15)),
-            _ => panic!("not a ring"),
-        }
+        assert_eq!(ring_path("/devices/abc/channels/15/ring"), Some(("abc".into(), 15)));
         assert!(ring_path("/devices/abc/channels/15/monitor_id").is_none());
         assert!(ring_path("/devices/abc/channels/x/ring").is_none());
     }
