@@ -24,24 +24,36 @@
 #include <dlfcn.h>
 #include <string.h>
 #include <rte_ethdev.h>
+#include <ethdev_driver.h>
 
 typedef int (*qinfo_fn)(uint16_t, uint16_t, void *);
 
 #include <stdlib.h>
 
+/* The driver's name from the port's device, not from rte_eth_dev_info_get():
+ * netvsc answers that with an RNDIS query, which cannot complete when the
+ * caller is netvsc itself handling a VF association inside its receive
+ * path (hn_vf_add -> hn_setup_vf_queues -> rte_eth_tx_queue_info_get). */
 static int is_mana(uint16_t port)
 {
-	struct rte_eth_dev_info info;
+	const struct rte_device *dev;
+	const struct rte_driver *drv;
 	const char *names = getenv("QSTATE_SHIM_DRIVERS");
+	const char *name;
 	size_t len;
 
-	if (rte_eth_dev_info_get(port, &info) != 0 || info.driver_name == NULL)
+	if (port >= RTE_MAX_ETHPORTS)
+		return 0;
+	dev = rte_eth_devices[port].device;
+	drv = dev != NULL ? rte_dev_driver(dev) : NULL;
+	name = drv != NULL ? rte_driver_name(drv) : NULL;
+	if (name == NULL)
 		return 0;
 	if (names == NULL)
 		names = "net_mana";
-	len = strlen(info.driver_name);
+	len = strlen(name);
 	while (*names) {
-		if (strncmp(names, info.driver_name, len) == 0 &&
+		if (strncmp(names, name, len) == 0 &&
 		    (names[len] == ',' || names[len] == '\0'))
 			return 1;
 		names = strchr(names, ',');
