@@ -379,3 +379,196 @@ fn hot_remove_falls_back_to_synthetic_and_hot_add_returns_to_the_vf() {
     orig.sort();
     assert!(sent == orig, "the wire carries every frame once, whichever door it took");
 }
+
+// ---------------------------------------------------------------------------
+// Service reset of the VF under traffic
+// ---------------------------------------------------------------------------
+
+/// A DPDK build to run netvsc from: testpmd, its libraries, our plugin
+/// built for it, and whether its testpmd needs the queue-state shim.
+struct Dpdk {
+    name: &'static str,
+    testpmd: std::path::PathBuf,
+    lib_dir: Option<std::path::PathBuf>,
+    pmd: std::path::PathBuf,
+    shim: bool,
+}
+
+fn debian_22_11() -> Dpdk {
+    Dpdk {
+        name: "22.11",
+        testpmd: "dpdk-testpmd".into(),
+        lib_dir: None,
+        pmd: pmd(),
+        shim: true,
+    }
+}
+
+/// DPDK 26.07 as `scripts/dpdk.sh 26.07` installs it, and our plugin built
+/// against it (`CARGO_TARGET_DIR=target/dpdk-26.07`, `PKG_CONFIG_PATH` at
+/// the install); `None` with the reason when either is missing.
+fn newest() -> Result<Dpdk, String> {
+    let cache = std::env::var("NET_MANA_CACHE").unwrap_or_else(|_| "/var/cache/net-mana".into());
+    let prefix = std::path::Path::new(&cache).join("dpdk-26.07/install");
+    let testpmd = prefix.join("bin/dpdk-testpmd");
+    if !testpmd.exists() {
+        return Err(format!(
+            "DPDK 26.07 is not installed at {} (scripts/dpdk.sh 26.07)",
+            prefix.display()
+        ));
+    }
+    let profile = target_profile_dir();
+    let profile = profile.file_name().unwrap();
+    let plugin = std::env::var_os("NET_MANA_PMD_26_07")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("target/dpdk-26.07")
+                .join(profile)
+                .join("librte_net_mana.so")
+        });
+    if !plugin.exists() {
+        return Err(format!(
+            "our driver built for DPDK 26.07 is not at {} (build it with \
+             PKG_CONFIG_PATH={}/lib/pkgconfig CARGO_TARGET_DIR=target/dpdk-26.07 cargo build, \
+             or set NET_MANA_PMD_26_07)",
+            plugin.display(),
+            prefix.display()
+        ));
+    }
+    Ok(Dpdk {
+        name: "26.07",
+        testpmd,
+        lib_dir: Some(prefix.join("lib")),
+        pmd: plugin,
+        shim: false,
+    })
+}
+
+fn spawn_on(d: &Dpdk, env: &EmuEnv, args: &[&str]) -> Testpmd {
+    let mut b = Testpmd::builder(env)
+        .driver(d.pmd.clone())
+        .testpmd(d.testpmd.clone())
+        .args(args)
+        .timeout(Duration::from_secs(240));
+    if d.shim {
+        b = b
+            .preload(queue_state_shim().expect("testpmd queue-state shim"))
+            .env("QSTATE_SHIM_DRIVERS", "net_netvsc");
+    }
+    if let Some(l) = &d.lib_dir {
+        b = b.env("LD_LIBRARY_PATH", &l.display().to_string());
+    }
+    b.spawn().expect("testpmd starts")
+}
+
+/// What a netvsc version did while its VF went through a service reset.
+#[derive(Debug)]
+struct ResetRecord {
+    /// Packets our port sent between ERR_RECOVERING and RECOVERY_SUCCESS
+    /// (sampled well inside the window).
+    vf_tx_during: u64,
+    /// Packets netvsc sent on the synthetic path meanwhile.
+    synthetic_tx_during: u64,
+    /// The host's data-path switches by the end.
+    to_synthetic: u64,
+    to_vf: u64,
+}
+
+/// txonly through the VF; our adapter goes through a service reset (down
+/// `DOWN_MS`): our driver emits ERR_RECOVERING, rebuilds, emits
+/// RECOVERY_SUCCESS with the same port id. Whatever netvsc does with the
+/// events, nothing deadlocks or crashes, traffic leaves through the VF again
+/// and every mbuf comes back.
+fn reset_under_traffic(d: &Dpdk, nq: usize) -> ResetRecord {
+    const DOWN_MS: u64 = 3000;
+    let (env, _wire) = azure_nic(&format!("nv-reset{}-{nq}", d.name.replace('.', "")), "");
+    let q = queue_args(nq);
+    let mut t = spawn_on(d, &env, &["--rxd=256", "--txd=256", "--forward-mode=txonly", &q[0], &q[1]]);
+    assert_vf_taken(&mut t);
+    let baseline = mbufs_in_use(&mut t);
+    cmd(&mut t, "start");
+    wait_dev(&t, "txonly through the VF", |c| c.port(MAC_A).unwrap().tx_packets > 3000);
+    let from = t.output().len();
+    t.fault(Fault::Reset {
+        pci: PCI.into(),
+        down_ms: Some(DOWN_MS),
+        new_name: None,
+    })
+    .unwrap();
+    t.wait_for_from(from, "Port 0: error recovering event", Duration::from_secs(10))
+        .unwrap();
+    // Inside the window: the device is gone for DOWN_MS.
+    std::thread::sleep(Duration::from_millis(500));
+    let c1 = t.device_counters().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let c2 = t.device_counters().unwrap();
+    let record_vf = c2.port(MAC_A).unwrap().tx_packets - c1.port(MAC_A).unwrap().tx_packets;
+    let record_syn = nic(&c2).tx_packets - nic(&c1).tx_packets;
+    t.wait_for_from(from, "Port 0: error recovery successful event", Duration::from_secs(30))
+        .unwrap();
+    let after = c2.port(MAC_A).unwrap().tx_packets;
+    wait_dev(&t, "txonly through the VF again", |c| {
+        c.port(MAC_A).unwrap().tx_packets > after + 3000
+    });
+    cmd(&mut t, "stop");
+    let dev = settled(&t);
+    let n = nic(&dev);
+    assert_eq!(n.datapath, "vf", "{n:?}");
+    assert!(n.errors.is_empty(), "{n:?}");
+    let sqs = live_queue_packets(&dev, "sq", MAC_A);
+    assert!(sqs.len() == nq && sqs.iter().all(|&p| p > 0), "every rebuilt VF queue sends: {sqs:?}");
+    assert_no_mbuf_leak(&mut t, baseline);
+    let out = t.quit().unwrap();
+    assert!(!out.contains("RNDIS response timed out"), "{out}");
+    ResetRecord {
+        vf_tx_during: record_vf,
+        synthetic_tx_during: record_syn,
+        to_synthetic: n.datapath_to_synthetic,
+        to_vf: n.datapath_to_vf,
+    }
+}
+
+/// netvsc 22.11 listens to INTR_RMV only: it ignores ERR_RECOVERING and
+/// RECOVERY_SUCCESS, keeps the data path on the VF and keeps calling its
+/// burst function, which sends nothing while the device is away. Traffic
+/// stops for the reset and resumes through the VF; no fallback.
+#[test]
+fn service_reset_under_traffic_netvsc_22_11() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    for nq in [1, 4] {
+        let r = reset_under_traffic(&debian_22_11(), nq);
+        eprintln!("netvsc 22.11, {nq} queue(s): {r:?}");
+        assert_eq!(r.vf_tx_during, 0, "{r:?}");
+        assert_eq!(r.synthetic_tx_during, 0, "22.11 does not fall back: {r:?}");
+        assert_eq!((r.to_synthetic, r.to_vf), (0, 1), "{r:?}");
+    }
+}
+
+/// The newest netvsc switches the data path to synthetic on ERR_RECOVERING
+/// and back on RECOVERY_SUCCESS: traffic goes on over VMBus while the VF
+/// rebuilds.
+#[test]
+fn service_reset_under_traffic_newest_netvsc() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let d = match newest() {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("skipping the newest netvsc: {why}");
+            return;
+        }
+    };
+    for nq in [1, 4] {
+        let r = reset_under_traffic(&d, nq);
+        eprintln!("netvsc 26.07, {nq} queue(s): {r:?}");
+        assert_eq!(r.vf_tx_during, 0, "{r:?}");
+        assert!(r.synthetic_tx_during > 0, "26.07 falls back to synthetic: {r:?}");
+        assert_eq!((r.to_synthetic, r.to_vf), (1, 2), "{r:?}");
+    }
+}

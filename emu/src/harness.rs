@@ -299,9 +299,16 @@ pub struct TestpmdBuilder<'a> {
     file_prefix: Option<String>,
     hugepages: bool,
     envs: Vec<(String, String)>,
+    binary: PathBuf,
 }
 
 impl<'a> TestpmdBuilder<'a> {
+    /// The testpmd to run (default: `dpdk-testpmd` from `PATH`), e.g. one
+    /// of another DPDK release (with `LD_LIBRARY_PATH` through `env`).
+    pub fn testpmd(mut self, bin: PathBuf) -> Self {
+        self.binary = bin;
+        self
+    }
     /// An environment variable for testpmd.
     pub fn env(mut self, k: &str, v: &str) -> Self {
         self.envs.push((k.into(), v.into()));
@@ -372,7 +379,7 @@ impl<'a> TestpmdBuilder<'a> {
         // stdout is a pipe: make testpmd's printf output line-buffered so
         // replies arrive before the next prompt (stdbuf execs, same pid).
         let mut cmd = Command::new("stdbuf");
-        cmd.args(["-oL", "-eL", "dpdk-testpmd"]);
+        cmd.args(["-oL", "-eL"]).arg(&self.binary);
         if self.hugepages {
             cmd.args(["-m", "256"]);
         } else {
@@ -487,6 +494,7 @@ impl Testpmd {
             file_prefix: None,
             hugepages: false,
             envs: Vec::new(),
+            binary: PathBuf::from("dpdk-testpmd"),
         }
     }
 
