@@ -90,11 +90,26 @@ fn assert_vf_taken(t: &mut Testpmd) {
 /// last sends, whose completions are reaped only by a later burst, too);
 /// starting them again posts the receive buffers of the start.
 fn assert_no_mbuf_leak(t: &mut Testpmd, baseline: u64) {
+    assert_no_mbuf_leak_with(t, DUMP_MEMPOOL_22_11, baseline);
+}
+
+/// testpmd's command that dumps the mempools: `dump_mempool` in 22.11,
+/// `dump mempool` in later releases.
+const DUMP_MEMPOOL_22_11: &str = "dump_mempool";
+
+fn in_use(t: &mut Testpmd, dump: &str) -> u64 {
+    let o = cmd(t, dump);
+    let p = parse_mempools(&o);
+    assert!(!p.is_empty(), "no mempool in {o}");
+    p.iter().map(|p| p.in_use).sum()
+}
+
+fn assert_no_mbuf_leak_with(t: &mut Testpmd, dump: &str, baseline: u64) {
     cmd(t, "port stop all");
-    assert_eq!(mbufs_in_use(t), 0, "mbufs in use with the ports stopped");
+    assert_eq!(in_use(t, dump), 0, "mbufs in use with the ports stopped");
     let o = cmd(t, "port start all");
     assert!(!o.contains("Fail"), "{o}");
-    assert_eq!(mbufs_in_use(t), baseline, "mbufs in use back to the start's");
+    assert_eq!(in_use(t, dump), baseline, "mbufs in use back to the start's");
 }
 
 // ---------------------------------------------------------------------------
@@ -392,6 +407,7 @@ struct Dpdk {
     lib_dir: Option<std::path::PathBuf>,
     pmd: std::path::PathBuf,
     shim: bool,
+    dump_mempool: &'static str,
 }
 
 fn debian_22_11() -> Dpdk {
@@ -401,20 +417,36 @@ fn debian_22_11() -> Dpdk {
         lib_dir: None,
         pmd: pmd(),
         shim: true,
+        dump_mempool: DUMP_MEMPOOL_22_11,
     }
 }
 
-/// DPDK 26.07 as `scripts/dpdk.sh 26.07` installs it, and our plugin built
-/// against it (`CARGO_TARGET_DIR=target/dpdk-26.07`, `PKG_CONFIG_PATH` at
-/// the install); `None` with the reason when either is missing.
+/// DPDK 26.07 as `scripts/dpdk.sh 26.07` installs it (or the install at
+/// `NET_MANA_DPDK_26_07_PREFIX`), and our plugin built against it
+/// (`CARGO_TARGET_DIR=target/dpdk-26.07`, `PKG_CONFIG_PATH` at the install,
+/// or `NET_MANA_PMD_26_07`); the reason when either is missing or unusable.
 fn newest() -> Result<Dpdk, String> {
     let cache = std::env::var("NET_MANA_CACHE").unwrap_or_else(|_| "/var/cache/net-mana".into());
-    let prefix = std::path::Path::new(&cache).join("dpdk-26.07/install");
+    let prefix = std::env::var_os("NET_MANA_DPDK_26_07_PREFIX")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(&cache).join("dpdk-26.07/install"));
     let testpmd = prefix.join("bin/dpdk-testpmd");
     if !testpmd.exists() {
         return Err(format!(
             "DPDK 26.07 is not installed at {} (scripts/dpdk.sh 26.07)",
             prefix.display()
+        ));
+    }
+    // A plugin links DPDK's shared libraries: a statically linked testpmd
+    // would get a second DPDK (EAL panics: "RTE_RING tailq is already
+    // registered").
+    let ldd = std::process::Command::new("ldd").arg(&testpmd).output().map_err(|e| e.to_string())?;
+    if !String::from_utf8_lossy(&ldd.stdout).contains("librte_eal.so") {
+        return Err(format!(
+            "{} is linked statically; -d plugins need a testpmd linked with DPDK's \
+             shared libraries (meson -Ddefault_library=shared; point \
+             NET_MANA_DPDK_26_07_PREFIX at such an install)",
+            testpmd.display()
         ));
     }
     let profile = target_profile_dir();
@@ -442,6 +474,7 @@ fn newest() -> Result<Dpdk, String> {
         lib_dir: Some(prefix.join("lib")),
         pmd: plugin,
         shim: false,
+        dump_mempool: "dump mempool",
     })
 }
 
@@ -473,6 +506,8 @@ struct ResetRecord {
     /// The host's data-path switches by the end.
     to_synthetic: u64,
     to_vf: u64,
+    /// netvsc's log lines from the reset on.
+    netvsc_log: Vec<String>,
 }
 
 /// txonly through the VF; our adapter goes through a service reset (down
@@ -486,7 +521,7 @@ fn reset_under_traffic(d: &Dpdk, nq: usize) -> ResetRecord {
     let q = queue_args(nq);
     let mut t = spawn_on(d, &env, &["--rxd=256", "--txd=256", "--forward-mode=txonly", &q[0], &q[1]]);
     assert_vf_taken(&mut t);
-    let baseline = mbufs_in_use(&mut t);
+    let baseline = in_use(&mut t, d.dump_mempool);
     cmd(&mut t, "start");
     wait_dev(&t, "txonly through the VF", |c| c.port(MAC_A).unwrap().tx_packets > 3000);
     let from = t.output().len();
@@ -518,10 +553,18 @@ fn reset_under_traffic(d: &Dpdk, nq: usize) -> ResetRecord {
     assert!(n.errors.is_empty(), "{n:?}");
     let sqs = live_queue_packets(&dev, "sq", MAC_A);
     assert!(sqs.len() == nq && sqs.iter().all(|&p| p > 0), "every rebuilt VF queue sends: {sqs:?}");
-    assert_no_mbuf_leak(&mut t, baseline);
+    assert_no_mbuf_leak_with(&mut t, d.dump_mempool, baseline);
+    // 26.07 prefixes its log type ("HN_DRIVER: ").
+    let log: Vec<String> = t.output()[from..]
+        .lines()
+        .map(|l| l.strip_prefix("HN_DRIVER: ").unwrap_or(l))
+        .filter(|l| l.starts_with("hn_"))
+        .map(String::from)
+        .collect();
     let out = t.quit().unwrap();
     assert!(!out.contains("RNDIS response timed out"), "{out}");
     ResetRecord {
+        netvsc_log: log,
         vf_tx_during: record_vf,
         synthetic_tx_during: record_syn,
         to_synthetic: n.datapath_to_synthetic,
@@ -545,6 +588,7 @@ fn service_reset_under_traffic_netvsc_22_11() {
         assert_eq!(r.vf_tx_during, 0, "{r:?}");
         assert_eq!(r.synthetic_tx_during, 0, "22.11 does not fall back: {r:?}");
         assert_eq!((r.to_synthetic, r.to_vf), (0, 1), "{r:?}");
+        assert!(r.netvsc_log.is_empty(), "22.11 netvsc says nothing: {r:?}");
     }
 }
 
@@ -570,5 +614,141 @@ fn service_reset_under_traffic_newest_netvsc() {
         assert_eq!(r.vf_tx_during, 0, "{r:?}");
         assert!(r.synthetic_tx_during > 0, "26.07 falls back to synthetic: {r:?}");
         assert_eq!((r.to_synthetic, r.to_vf), (1, 2), "{r:?}");
+        assert_eq!(
+            r.netvsc_log,
+            [
+                "hn_eth_recovering_callback(): VF port 0 recovering from error",
+                "hn_eth_recovery_success_callback(): VF port 0 recovery succeeded"
+            ],
+            "{r:?}"
+        );
     }
+}
+
+// ---------------------------------------------------------------------------
+// Seed 001's testpmd runs against the netvsc port
+// ---------------------------------------------------------------------------
+
+/// Runs testpmd as seed 001's "testpmd setup and netvsc test" does (not
+/// interactive: `--auto-start --stats 2`, the MANA function named with
+/// `--vdev="<bus info>,mac=<MAC>"`), with the netvsc port in front of our
+/// VF, for `secs` seconds; stops it with SIGINT as a user would. Adapted to
+/// this machine: two lcores (`-l 0,1`, one forwarding core) and a bounded
+/// mbuf pool. Returns the output and the device's counters at exit.
+fn seed_001_run(name: &str, app: &[&str], secs: u64) -> (String, Counters) {
+    let (env, _wire) = azure_nic(name, "");
+    let mut c = std::process::Command::new("dpdk-testpmd");
+    c.args(["--no-huge", "-m", "1024", "--iova-mode=va", "--file-prefix", name, "-l", "0,1"])
+        .arg("-d")
+        .arg(pmd())
+        .arg(format!("--vdev={PCI},mac={MAC_A}"))
+        .arg("--")
+        .args(app)
+        .arg("--total-num-mbufs=8192")
+        .env(
+            "LD_PRELOAD",
+            format!(
+                "{} {}",
+                emu_lib_path().unwrap().display(),
+                queue_state_shim().unwrap().display()
+            ),
+        )
+        .env("QSTATE_SHIM_DRIVERS", "net_netvsc")
+        .env("MANA_EMU_CONFIG", &env.config_path)
+        .env("SYSFS_PCI_DEVICES", env.pci_devices())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().expect("dpdk-testpmd");
+    let pid = child.id() as libc::pid_t;
+    std::thread::sleep(Duration::from_secs(secs));
+    // SAFETY: signalling the child we spawned and have not reaped.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let out = child.wait_with_output().expect("testpmd exits");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "testpmd exited with {}:\n{text}", out.status);
+    (text, env.exit_counters().expect("exit counters"))
+}
+
+/// The TX-packets of testpmd's last "Accumulated forward statistics".
+fn accumulated_tx(out: &str) -> u64 {
+    let i = out
+        .rfind("Accumulated forward statistics for all ports")
+        .unwrap_or_else(|| panic!("no accumulated statistics in:\n{out}"));
+    let l = out[i..].lines().find(|l| l.contains("TX-packets:")).unwrap();
+    l.split("TX-packets:").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// testpmd's periodic port statistics (`--stats 2`) of the netvsc port:
+/// each block's TX-packets.
+fn periodic_tx(out: &str) -> Vec<u64> {
+    out.split("Port statistics ====================================")
+        .skip(1)
+        .filter_map(|b| parse_port_stats(b, NETVSC).map(|s| s.tx_packets))
+        .collect()
+}
+
+fn seed_001(name: &str, app: &[&str], nq: usize) {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let (out, dev) = seed_001_run(name, app, 7);
+    assert_has(&out, "hn_vf_attach(): found matching VF port 0");
+    assert_has(&out, "Start automatic packet forwarding");
+    let periodic = periodic_tx(&out);
+    assert!(periodic.len() >= 2, "periodic statistics every 2 s:\n{out}");
+    assert!(
+        periodic.windows(2).all(|w| w[1] > w[0]),
+        "TX keeps growing: {periodic:?}"
+    );
+    let a = dev.port(MAC_A).unwrap();
+    let n = nic(&dev);
+    assert_eq!(accumulated_tx(&out), a.tx_packets, "testpmd's total equals what the VF sent");
+    assert_eq!(a.tx_bytes, 64 * a.tx_packets);
+    assert_eq!((n.tx_packets, n.rx_packets), (0, 0), "{n:?}");
+    assert_eq!(n.channels.len(), nq);
+    let sqs: Vec<u64> = dev
+        .queues
+        .iter()
+        .filter(|q| q.kind == "sq" && q.port == MAC_A)
+        .map(|q| q.counters.packets)
+        .collect();
+    assert_eq!(sqs.len(), nq, "{sqs:?}");
+    assert!(sqs.iter().all(|&p| p > 0), "every queue sent: {sqs:?}");
+}
+
+/// Seed 001, "MANA single queue test".
+#[test]
+fn seed_001_single_queue_txonly() {
+    seed_001(
+        "nv-seed1q",
+        &["--forward-mode=txonly", "--auto-start", "--txd=128", "--rxd=128", "--stats", "2"],
+        1,
+    );
+}
+
+/// Seed 001, "MANA multiple queue test" (8 queues; one forwarding core on
+/// this two-core machine instead of four).
+#[test]
+fn seed_001_multi_queue_txonly() {
+    seed_001(
+        "nv-seed8q",
+        &[
+            "--forward-mode=txonly",
+            "--auto-start",
+            "--nb-cores=1",
+            "--txd=128",
+            "--rxd=128",
+            "--txq=8",
+            "--rxq=8",
+            "--stats",
+            "2",
+        ],
+        8,
+    );
 }
