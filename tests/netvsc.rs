@@ -699,7 +699,7 @@ fn seed_001(name: &str, app: &[&str], nq: usize) {
     }
     let (out, dev) = seed_001_run(name, app, 7);
     assert_has(&out, "hn_vf_attach(): found matching VF port 0");
-    assert_has(&out, "Start automatic packet forwarding");
+    assert_has(&out, "No commandline core given, start packet forwarding");
     let periodic = periodic_tx(&out);
     assert!(periodic.len() >= 2, "periodic statistics every 2 s:\n{out}");
     assert!(
