@@ -40,7 +40,11 @@ fn azure_nic(name: &str, extra: &str) -> (EmuEnv, std::path::PathBuf) {
     let wire = scratch.dir.join("a.pcap");
     // Keep the scratch directory: the pcap outlives its EmuEnv.
     std::mem::forget(scratch);
-    let c = config("", "", &[(PCI, vec![PortDef::pcap_tx(MAC_A, &wire).lossless()])]);
+    let c = config(
+        "",
+        "",
+        &[(PCI, vec![PortDef::pcap_tx(MAC_A, &wire).lossless()])],
+    );
     let t = format!("{}\n[[netvsc]]\nmac = \"{MAC_A}\"\n{extra}\n", c.to_toml());
     let c = Config::parse(&t).unwrap_or_else(|e| panic!("config: {e}\n{t}"));
     (EmuEnv::new(name, c).unwrap(), wire)
@@ -83,7 +87,11 @@ fn assert_vf_taken(t: &mut Testpmd) {
     assert_has(&o, &format!("Invalid port {VF}"));
     let n = t.device_counters().unwrap();
     let n = nic(&n);
-    assert_eq!((n.vf_assoc_allocated, n.datapath.as_str()), (1, "vf"), "{n:?}");
+    assert_eq!(
+        (n.vf_assoc_allocated, n.datapath.as_str()),
+        (1, "vf"),
+        "{n:?}"
+    );
 }
 
 /// Stopping the ports returns every mbuf (those our driver held for the
@@ -109,7 +117,11 @@ fn assert_no_mbuf_leak_with(t: &mut Testpmd, dump: &str, baseline: u64) {
     assert_eq!(in_use(t, dump), 0, "mbufs in use with the ports stopped");
     let o = cmd(t, "port start all");
     assert!(!o.contains("Fail"), "{o}");
-    assert_eq!(in_use(t, dump), baseline, "mbufs in use back to the start's");
+    assert_eq!(
+        in_use(t, dump),
+        baseline,
+        "mbufs in use back to the start's"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -128,11 +140,14 @@ fn synthetic_io(nq: usize) {
     const N: usize = 1500;
     let (env, wire) = azure_nic(&format!("nv-synth{nq}"), "vf = false");
     let q = queue_args(nq);
-    let mut t = builder(&env, &["--rxd=256", "--txd=256", "--forward-mode=io", &q[0], &q[1]])
-        // An allow list naming no emulated function: only the vmbus device.
-        .device("7870:00:1f.0")
-        .spawn()
-        .expect("testpmd starts");
+    let mut t = builder(
+        &env,
+        &["--rxd=256", "--txd=256", "--forward-mode=io", &q[0], &q[1]],
+    )
+    // An allow list naming no emulated function: only the vmbus device.
+    .device("7870:00:1f.0")
+    .spawn()
+    .expect("testpmd starts");
     let o = cmd(&mut t, "show port summary all");
     assert_has(&o, "Number of available ports: 1");
     let fr = udp_frames(MAC_A, N, 3);
@@ -148,17 +163,44 @@ fn synthetic_io(nq: usize) {
     let s = t.port_stats(0).unwrap();
     let n = nic(&dev);
     let (all, bytes) = (N as u64, total_bytes(&fr));
-    assert_eq!((s.rx_packets, s.rx_bytes, s.tx_packets, s.tx_bytes), (all, bytes, all, bytes), "{s:?}");
-    assert_eq!((n.rx_packets, n.rx_bytes, n.tx_packets, n.tx_bytes), (all, bytes, all, bytes), "{n:?}");
-    assert_eq!((s.rx_errors, s.rx_missed, s.tx_errors, s.rx_nombuf), (0, 0, 0, 0));
-    assert_eq!(channels(n, |c| c.rx_packets), spread, "RSS over the channels");
-    assert_eq!(channels(n, |c| c.tx_packets), spread, "queue i forwards to queue i");
+    assert_eq!(
+        (s.rx_packets, s.rx_bytes, s.tx_packets, s.tx_bytes),
+        (all, bytes, all, bytes),
+        "{s:?}"
+    );
+    assert_eq!(
+        (n.rx_packets, n.rx_bytes, n.tx_packets, n.tx_bytes),
+        (all, bytes, all, bytes),
+        "{n:?}"
+    );
+    assert_eq!(
+        (s.rx_errors, s.rx_missed, s.tx_errors, s.rx_nombuf),
+        (0, 0, 0, 0)
+    );
+    assert_eq!(
+        channels(n, |c| c.rx_packets),
+        spread,
+        "RSS over the channels"
+    );
+    assert_eq!(
+        channels(n, |c| c.tx_packets),
+        spread,
+        "queue i forwards to queue i"
+    );
     assert_eq!(n.rss_enabled, nq > 1);
-    assert_eq!((n.datapath.as_str(), n.vf_assoc_allocated), ("synthetic", 0));
+    assert_eq!(
+        (n.datapath.as_str(), n.vf_assoc_allocated),
+        ("synthetic", 0)
+    );
     assert!(n.drops.is_empty() && n.errors.is_empty(), "{n:?}");
-    assert_eq!(n.rx_sections_outstanding, 0, "netvsc returned every section");
+    assert_eq!(
+        n.rx_sections_outstanding, 0,
+        "netvsc returned every section"
+    );
     let x = xstats(&mut t, 0);
-    let per_q: Vec<u64> = (0..nq).map(|i| xstat(&x, &format!("rx_q{i}_packets"))).collect();
+    let per_q: Vec<u64> = (0..nq)
+        .map(|i| xstat(&x, &format!("rx_q{i}_packets")))
+        .collect();
     assert_eq!(per_q, spread);
     t.quit().unwrap();
     let mut sent = mana_emu::backend::read_pcap(&wire).unwrap();
@@ -191,21 +233,40 @@ fn vf_txonly(nq: usize) {
     }
     let (env, _wire) = azure_nic(&format!("nv-vftx{nq}"), "");
     let q = queue_args(nq);
-    let mut t = builder(&env, &["--rxd=256", "--txd=256", "--forward-mode=txonly", &q[0], &q[1]])
-        .spawn()
-        .expect("testpmd starts");
+    let mut t = builder(
+        &env,
+        &[
+            "--rxd=256",
+            "--txd=256",
+            "--forward-mode=txonly",
+            &q[0],
+            &q[1],
+        ],
+    )
+    .spawn()
+    .expect("testpmd starts");
     assert_vf_taken(&mut t);
     cmd(&mut t, "start");
-    wait_dev(&t, "txonly through the VF", |c| c.port(MAC_A).unwrap().tx_packets > 3000);
+    wait_dev(&t, "txonly through the VF", |c| {
+        c.port(MAC_A).unwrap().tx_packets > 3000
+    });
     cmd(&mut t, "stop");
     let dev = settled(&t);
     let s = t.port_stats(NETVSC).unwrap();
     let a = dev.port(MAC_A).unwrap();
     let n = nic(&dev);
-    assert_eq!((s.tx_packets, s.tx_bytes), (a.tx_packets, a.tx_bytes), "testpmd {s:?} device {a:?}");
+    assert_eq!(
+        (s.tx_packets, s.tx_bytes),
+        (a.tx_packets, a.tx_bytes),
+        "testpmd {s:?} device {a:?}"
+    );
     assert_eq!(a.tx_bytes, 64 * a.tx_packets);
     assert_eq!((s.tx_errors, s.rx_packets, a.rx_packets), (0, 0, 0));
-    assert_eq!((n.tx_packets, n.rx_packets), (0, 0), "nothing on the synthetic path: {n:?}");
+    assert_eq!(
+        (n.tx_packets, n.rx_packets),
+        (0, 0),
+        "nothing on the synthetic path: {n:?}"
+    );
     let sqs = live_queue_packets(&dev, "sq", MAC_A);
     assert_eq!(sqs.len(), nq);
     assert!(sqs.iter().all(|&p| p > 0), "every VF queue sent: {sqs:?}");
@@ -238,24 +299,41 @@ fn vf_io(nq: usize) {
     const N: usize = 2000;
     let (env, wire) = azure_nic(&format!("nv-vfio{nq}"), "");
     let q = queue_args(nq);
-    let mut t = builder(&env, &["--rxd=256", "--txd=256", "--forward-mode=io", &q[0], &q[1]])
-        .spawn()
-        .expect("testpmd starts");
+    let mut t = builder(
+        &env,
+        &["--rxd=256", "--txd=256", "--forward-mode=io", &q[0], &q[1]],
+    )
+    .spawn()
+    .expect("testpmd starts");
     assert_vf_taken(&mut t);
     let fr = udp_frames(MAC_A, N, 4);
     let spread = rss_spread(&fr, &default_reta(nq), nq, false);
     cmd(&mut t, "start");
-    inject_paced(&t, MAC_A, &fr, 250, |c, sent| c.port(MAC_A).unwrap().tx_packets == sent);
+    inject_paced(&t, MAC_A, &fr, 250, |c, sent| {
+        c.port(MAC_A).unwrap().tx_packets == sent
+    });
     cmd(&mut t, "stop");
     let dev = settled(&t);
     let s = t.port_stats(NETVSC).unwrap();
     let a = dev.port(MAC_A).unwrap();
     let n = nic(&dev);
     let (all, bytes) = (N as u64, total_bytes(&fr));
-    assert_eq!((s.rx_packets, s.rx_bytes, s.tx_packets, s.tx_bytes), (all, bytes, all, bytes), "{s:?}");
-    assert_eq!((a.rx_packets, a.rx_bytes, a.tx_packets, a.tx_bytes), (all, bytes, all, bytes), "{a:?}");
+    assert_eq!(
+        (s.rx_packets, s.rx_bytes, s.tx_packets, s.tx_bytes),
+        (all, bytes, all, bytes),
+        "{s:?}"
+    );
+    assert_eq!(
+        (a.rx_packets, a.rx_bytes, a.tx_packets, a.tx_bytes),
+        (all, bytes, all, bytes),
+        "{a:?}"
+    );
     assert!(a.drops.is_empty(), "{a:?}");
-    assert_eq!((n.rx_packets, n.tx_packets, n.frames_to_vf), (0, 0, all), "{n:?}");
+    assert_eq!(
+        (n.rx_packets, n.tx_packets, n.frames_to_vf),
+        (0, 0, all),
+        "{n:?}"
+    );
     assert_eq!(live_queue_packets(&dev, "rq", MAC_A), spread);
     assert_eq!(live_queue_packets(&dev, "sq", MAC_A), spread);
     t.quit().unwrap();
@@ -277,7 +355,12 @@ fn vf_io_4q() {
 }
 
 /// Waits until the synthetic NIC's report satisfies `pred`.
-fn wait_nic(t: &Testpmd, what: &str, timeout: Duration, pred: impl Fn(&NetvscReport) -> bool) -> Counters {
+fn wait_nic(
+    t: &Testpmd,
+    what: &str,
+    timeout: Duration,
+    pred: impl Fn(&NetvscReport) -> bool,
+) -> Counters {
     let t0 = Instant::now();
     loop {
         let c = t.device_counters().expect("counters");
@@ -324,7 +407,11 @@ fn hot_remove_falls_back_to_synthetic_and_hot_add_returns_to_the_vf() {
     assert_vf_taken(&mut t);
     let baseline = mbufs_in_use(&mut t);
     cmd(&mut t, "start");
-    let (f1, f2, f3) = (udp_frames(MAC_A, N, 5), udp_frames(MAC_A, N, 6), udp_frames(MAC_A, N, 7));
+    let (f1, f2, f3) = (
+        udp_frames(MAC_A, N, 5),
+        udp_frames(MAC_A, N, 6),
+        udp_frames(MAC_A, N, 7),
+    );
     let n = N as u64;
 
     // 1. Through the VF.
@@ -335,23 +422,44 @@ fn hot_remove_falls_back_to_synthetic_and_hot_add_returns_to_the_vf() {
 
     // 2. Hot remove: our driver reports it, netvsc removes the VF.
     t.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
-    t.wait_for("Port 0: device removal event", Duration::from_secs(20)).unwrap();
-    t.wait_for("hn_eth_rmv_event_callback(): Removing VF portid 0", Duration::from_secs(5)).unwrap();
-    t.wait_for("hn_remove_delayed(): Start to remove port 0", Duration::from_secs(5)).unwrap();
-    t.wait_for("Port 0 is closed", Duration::from_secs(10)).unwrap();
-    let c = wait_nic(&t, "data path back to synthetic", Duration::from_secs(10), |n| {
-        n.datapath == "synthetic" && n.datapath_to_synthetic == 1
-    });
+    t.wait_for("Port 0: device removal event", Duration::from_secs(20))
+        .unwrap();
+    t.wait_for(
+        "hn_eth_rmv_event_callback(): Removing VF portid 0",
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    t.wait_for(
+        "hn_remove_delayed(): Start to remove port 0",
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    t.wait_for("Port 0 is closed", Duration::from_secs(10))
+        .unwrap();
+    let c = wait_nic(
+        &t,
+        "data path back to synthetic",
+        Duration::from_secs(10),
+        |n| n.datapath == "synthetic" && n.datapath_to_synthetic == 1,
+    );
     assert_eq!(nic(&c).datapath_to_vf, 1);
 
     // 3. Traffic continues on the synthetic path; the VF's counters stay.
     pump(&t, &f2, 0, |c| nic(c).tx_packets);
     let c = t.device_counters().unwrap();
     let a = c.port(MAC_A).unwrap();
-    assert_eq!((a.rx_packets, a.tx_packets), (n, n), "nothing more through the VF: {a:?}");
+    assert_eq!(
+        (a.rx_packets, a.tx_packets),
+        (n, n),
+        "nothing more through the VF: {a:?}"
+    );
     assert_eq!(nic(&c).rx_packets, n);
     let s = t.port_stats(NETVSC).unwrap();
-    assert_eq!((s.rx_packets, s.tx_packets), (n, n), "netvsc without a VF counts its own path: {s:?}");
+    assert_eq!(
+        (s.rx_packets, s.tx_packets),
+        (n, n),
+        "netvsc without a VF counts its own path: {s:?}"
+    );
 
     // 4. Hot add: EAL's uevent, netvsc's hot-plug alarm probes our driver
     //    again, the host associates the VF, netvsc takes it and switches.
@@ -363,11 +471,18 @@ fn hot_remove_falls_back_to_synthetic_and_hot_add_returns_to_the_vf() {
         Duration::from_secs(20),
     )
     .unwrap();
-    t.wait_for_from(from, "hn_vf_add(): Starting VF port 0", Duration::from_secs(20))
-        .unwrap();
-    let c = wait_nic(&t, "data path back to the VF", Duration::from_secs(20), |n| {
-        n.datapath == "vf" && n.datapath_to_vf == 2
-    });
+    t.wait_for_from(
+        from,
+        "hn_vf_add(): Starting VF port 0",
+        Duration::from_secs(20),
+    )
+    .unwrap();
+    let c = wait_nic(
+        &t,
+        "data path back to the VF",
+        Duration::from_secs(20),
+        |n| n.datapath == "vf" && n.datapath_to_vf == 2,
+    );
     assert_eq!(nic(&c).vf_assoc_allocated, 2);
     let o = cmd(&mut t, "show port summary all");
     assert_has(&o, "Number of available ports: 1");
@@ -392,7 +507,10 @@ fn hot_remove_falls_back_to_synthetic_and_hot_add_returns_to_the_vf() {
     let mut orig: Vec<Vec<u8>> = [f1, f2, f3].concat();
     sent.sort();
     orig.sort();
-    assert!(sent == orig, "the wire carries every frame once, whichever door it took");
+    assert!(
+        sent == orig,
+        "the wire carries every frame once, whichever door it took"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -440,7 +558,10 @@ fn newest() -> Result<Dpdk, String> {
     // A plugin links DPDK's shared libraries: a statically linked testpmd
     // would get a second DPDK (EAL panics: "RTE_RING tailq is already
     // registered").
-    let ldd = std::process::Command::new("ldd").arg(&testpmd).output().map_err(|e| e.to_string())?;
+    let ldd = std::process::Command::new("ldd")
+        .arg(&testpmd)
+        .output()
+        .map_err(|e| e.to_string())?;
     if !String::from_utf8_lossy(&ldd.stdout).contains("librte_eal.so") {
         return Err(format!(
             "{} is linked statically; -d plugins need a testpmd linked with DPDK's \
@@ -519,11 +640,23 @@ fn reset_under_traffic(d: &Dpdk, nq: usize) -> ResetRecord {
     const DOWN_MS: u64 = 3000;
     let (env, _wire) = azure_nic(&format!("nv-reset{}-{nq}", d.name.replace('.', "")), "");
     let q = queue_args(nq);
-    let mut t = spawn_on(d, &env, &["--rxd=256", "--txd=256", "--forward-mode=txonly", &q[0], &q[1]]);
+    let mut t = spawn_on(
+        d,
+        &env,
+        &[
+            "--rxd=256",
+            "--txd=256",
+            "--forward-mode=txonly",
+            &q[0],
+            &q[1],
+        ],
+    );
     assert_vf_taken(&mut t);
     let baseline = in_use(&mut t, d.dump_mempool);
     cmd(&mut t, "start");
-    wait_dev(&t, "txonly through the VF", |c| c.port(MAC_A).unwrap().tx_packets > 3000);
+    wait_dev(&t, "txonly through the VF", |c| {
+        c.port(MAC_A).unwrap().tx_packets > 3000
+    });
     let from = t.output().len();
     t.fault(Fault::Reset {
         pci: PCI.into(),
@@ -531,8 +664,12 @@ fn reset_under_traffic(d: &Dpdk, nq: usize) -> ResetRecord {
         new_name: None,
     })
     .unwrap();
-    t.wait_for_from(from, "Port 0: error recovering event", Duration::from_secs(10))
-        .unwrap();
+    t.wait_for_from(
+        from,
+        "Port 0: error recovering event",
+        Duration::from_secs(10),
+    )
+    .unwrap();
     // Inside the window: the device is gone for DOWN_MS.
     std::thread::sleep(Duration::from_millis(500));
     let c1 = t.device_counters().unwrap();
@@ -540,8 +677,12 @@ fn reset_under_traffic(d: &Dpdk, nq: usize) -> ResetRecord {
     let c2 = t.device_counters().unwrap();
     let record_vf = c2.port(MAC_A).unwrap().tx_packets - c1.port(MAC_A).unwrap().tx_packets;
     let record_syn = nic(&c2).tx_packets - nic(&c1).tx_packets;
-    t.wait_for_from(from, "Port 0: error recovery successful event", Duration::from_secs(30))
-        .unwrap();
+    t.wait_for_from(
+        from,
+        "Port 0: error recovery successful event",
+        Duration::from_secs(30),
+    )
+    .unwrap();
     let after = c2.port(MAC_A).unwrap().tx_packets;
     wait_dev(&t, "txonly through the VF again", |c| {
         c.port(MAC_A).unwrap().tx_packets > after + 3000
@@ -552,7 +693,10 @@ fn reset_under_traffic(d: &Dpdk, nq: usize) -> ResetRecord {
     assert_eq!(n.datapath, "vf", "{n:?}");
     assert!(n.errors.is_empty(), "{n:?}");
     let sqs = live_queue_packets(&dev, "sq", MAC_A);
-    assert!(sqs.len() == nq && sqs.iter().all(|&p| p > 0), "every rebuilt VF queue sends: {sqs:?}");
+    assert!(
+        sqs.len() == nq && sqs.iter().all(|&p| p > 0),
+        "every rebuilt VF queue sends: {sqs:?}"
+    );
     assert_no_mbuf_leak_with(&mut t, d.dump_mempool, baseline);
     // 26.07 prefixes its log type ("HN_DRIVER: ").
     let log: Vec<String> = t.output()[from..]
@@ -612,7 +756,10 @@ fn service_reset_under_traffic_newest_netvsc() {
         let r = reset_under_traffic(&d, nq);
         eprintln!("netvsc 26.07, {nq} queue(s): {r:?}");
         assert_eq!(r.vf_tx_during, 0, "{r:?}");
-        assert!(r.synthetic_tx_during > 0, "26.07 falls back to synthetic: {r:?}");
+        assert!(
+            r.synthetic_tx_during > 0,
+            "26.07 falls back to synthetic: {r:?}"
+        );
         assert_eq!((r.to_synthetic, r.to_vf), (1, 2), "{r:?}");
         assert_eq!(
             r.netvsc_log,
@@ -638,27 +785,36 @@ fn service_reset_under_traffic_newest_netvsc() {
 fn seed_001_run(name: &str, app: &[&str], secs: u64) -> (String, Counters) {
     let (env, _wire) = azure_nic(name, "");
     let mut c = std::process::Command::new("dpdk-testpmd");
-    c.args(["--no-huge", "-m", "1024", "--iova-mode=va", "--file-prefix", name, "-l", "0,1"])
-        .arg("-d")
-        .arg(pmd())
-        .arg(format!("--vdev={PCI},mac={MAC_A}"))
-        .arg("--")
-        .args(app)
-        .arg("--total-num-mbufs=8192")
-        .env(
-            "LD_PRELOAD",
-            format!(
-                "{} {}",
-                emu_lib_path().unwrap().display(),
-                queue_state_shim().unwrap().display()
-            ),
-        )
-        .env("QSTATE_SHIM_DRIVERS", "net_netvsc")
-        .env("MANA_EMU_CONFIG", &env.config_path)
-        .env("SYSFS_PCI_DEVICES", env.pci_devices())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    c.args([
+        "--no-huge",
+        "-m",
+        "1024",
+        "--iova-mode=va",
+        "--file-prefix",
+        name,
+        "-l",
+        "0,1",
+    ])
+    .arg("-d")
+    .arg(pmd())
+    .arg(format!("--vdev={PCI},mac={MAC_A}"))
+    .arg("--")
+    .args(app)
+    .arg("--total-num-mbufs=8192")
+    .env(
+        "LD_PRELOAD",
+        format!(
+            "{} {}",
+            emu_lib_path().unwrap().display(),
+            queue_state_shim().unwrap().display()
+        ),
+    )
+    .env("QSTATE_SHIM_DRIVERS", "net_netvsc")
+    .env("MANA_EMU_CONFIG", &env.config_path)
+    .env("SYSFS_PCI_DEVICES", env.pci_devices())
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
     let child = c.spawn().expect("dpdk-testpmd");
     let pid = child.id() as libc::pid_t;
     std::thread::sleep(Duration::from_secs(secs));
@@ -670,7 +826,11 @@ fn seed_001_run(name: &str, app: &[&str], secs: u64) -> (String, Counters) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "testpmd exited with {}:\n{text}", out.status);
+    assert!(
+        out.status.success(),
+        "testpmd exited with {}:\n{text}",
+        out.status
+    );
     (text, env.exit_counters().expect("exit counters"))
 }
 
@@ -679,8 +839,18 @@ fn accumulated_tx(out: &str) -> u64 {
     let i = out
         .rfind("Accumulated forward statistics for all ports")
         .unwrap_or_else(|| panic!("no accumulated statistics in:\n{out}"));
-    let l = out[i..].lines().find(|l| l.contains("TX-packets:")).unwrap();
-    l.split("TX-packets:").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+    let l = out[i..]
+        .lines()
+        .find(|l| l.contains("TX-packets:"))
+        .unwrap();
+    l.split("TX-packets:")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 /// testpmd's periodic port statistics (`--stats 2`) of the netvsc port:
@@ -708,7 +878,11 @@ fn seed_001(name: &str, app: &[&str], nq: usize) {
     );
     let a = dev.port(MAC_A).unwrap();
     let n = nic(&dev);
-    assert_eq!(accumulated_tx(&out), a.tx_packets, "testpmd's total equals what the VF sent");
+    assert_eq!(
+        accumulated_tx(&out),
+        a.tx_packets,
+        "testpmd's total equals what the VF sent"
+    );
     assert_eq!(a.tx_bytes, 64 * a.tx_packets);
     assert_eq!((n.tx_packets, n.rx_packets), (0, 0), "{n:?}");
     assert_eq!(n.channels.len(), nq);
@@ -727,7 +901,14 @@ fn seed_001(name: &str, app: &[&str], nq: usize) {
 fn seed_001_single_queue_txonly() {
     seed_001(
         "nv-seed1q",
-        &["--forward-mode=txonly", "--auto-start", "--txd=128", "--rxd=128", "--stats", "2"],
+        &[
+            "--forward-mode=txonly",
+            "--auto-start",
+            "--txd=128",
+            "--rxd=128",
+            "--stats",
+            "2",
+        ],
         1,
     );
 }

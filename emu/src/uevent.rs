@@ -31,7 +31,9 @@ pub fn fake_socket(domain: c_int, ty: c_int, proto: c_int) -> Option<RawFd> {
     let flags = ty & (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
     let mut fds = [0; 2];
     // SAFETY: socketpair into a 2-int array.
-    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM | flags, 0, fds.as_mut_ptr()) } != 0 {
+    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM | flags, 0, fds.as_mut_ptr()) }
+        != 0
+    {
         return Some(-1);
     }
     // SAFETY: the host end is a fresh descriptor we own.
@@ -97,7 +99,14 @@ pub fn pci_event(action: &str, bdf: &str) -> usize {
     let mut sent = 0;
     s.retain(|(h, _)| {
         // SAFETY: a non-blocking send of our buffer on our socket.
-        let n = unsafe { libc::send(h.as_raw_fd(), m.as_ptr().cast(), m.len(), libc::MSG_DONTWAIT) };
+        let n = unsafe {
+            libc::send(
+                h.as_raw_fd(),
+                m.as_ptr().cast(),
+                m.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
         if n == m.len() as isize {
             sent += 1;
             true

@@ -269,7 +269,11 @@ impl State {
                 ad.present = true;
                 ad.generation += 1;
                 let acfg = &self.adapter_cfgs[ad.cfg_index];
-                let ups: Vec<bool> = ad.ports.iter().map(|&p| self.ports[p].kernel_if_up).collect();
+                let ups: Vec<bool> = ad
+                    .ports
+                    .iter()
+                    .map(|&p| self.ports[p].kernel_if_up)
+                    .collect();
                 let _ = crate::sysfs::ensure_pci(&self.opts.sysfs_root, acfg, &ups);
                 let _ = crate::sysfs::ensure_ib(&self.opts.sysfs_root, acfg, &ad.ib_name);
                 let pci = ad.pci.clone();

@@ -52,7 +52,8 @@ impl State {
 
     fn enqueue_rx(&mut self, port: usize, frame: Vec<u8>) {
         // A synthetic NIC on this port's wire takes the frames its VF does not.
-        let vf_ready = self.adapters[self.ports[port].adapter].present && self.ports[port].rss.is_some();
+        let vf_ready =
+            self.adapters[self.ports[port].adapter].present && self.ports[port].rss.is_some();
         let Some(frame) = self.vswitch.divert(port, vf_ready, frame) else {
             return;
         };

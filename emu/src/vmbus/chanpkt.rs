@@ -29,8 +29,19 @@ pub const FLAG_RC: u16 = 0x0001;
 pub const ALIGN: usize = 8;
 
 /// `struct vmbus_chanpkt_hdr`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct Header {
     pub ty: U16,
@@ -46,8 +57,19 @@ pub const HEADER_LEN: usize = 16;
 
 /// One range of a GPA-direct packet (`struct vmbus_gpa`): `len` bytes at
 /// `ofs` in guest page `page` (page frame number of 4 KiB pages).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct Gpa {
     pub len: U32,
@@ -56,8 +78,19 @@ pub struct Gpa {
 }
 
 /// One range of a transfer-page packet (`struct vmbus_rxbuf_desc`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct RxRange {
     pub len: U32,
@@ -80,7 +113,11 @@ pub struct Packet {
 pub enum PacketError {
     Short(usize),
     /// `hlen` below the descriptor or above `tlen`, or `tlen` past the bytes.
-    BadLengths { hlen: u16, tlen: u16, have: usize },
+    BadLengths {
+        hlen: u16,
+        tlen: u16,
+        have: usize,
+    },
 }
 
 impl std::fmt::Display for PacketError {
@@ -142,7 +179,10 @@ fn pad8(n: usize) -> usize {
 pub fn encode(ty: u16, flags: u16, xactid: u64, ext: &[u8], data: &[u8]) -> Vec<u8> {
     let hlen = pad8(HEADER_LEN + ext.len());
     let tlen = hlen + pad8(data.len());
-    assert!(tlen / ALIGN <= usize::from(u16::MAX), "channel packet too long");
+    assert!(
+        tlen / ALIGN <= usize::from(u16::MAX),
+        "channel packet too long"
+    );
     let h = Header {
         ty: ty.into(),
         hlen: ((hlen / ALIGN) as u16).into(),

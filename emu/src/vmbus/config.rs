@@ -80,7 +80,9 @@ fn check_uuid(s: &str) -> Result<(), String> {
             .zip(lens)
             .any(|(g, l)| g.len() != l || !g.bytes().all(|b| b.is_ascii_hexdigit()))
     {
-        return Err(format!("netvsc uuid {s:?} is not a UUID (8-4-4-4-12 hex digits)"));
+        return Err(format!(
+            "netvsc uuid {s:?} is not a UUID (8-4-4-4-12 hex digits)"
+        ));
     }
     Ok(())
 }
@@ -92,7 +94,10 @@ pub fn normalize(nics: &mut [NetvscConfig], adapters: &[AdapterConfig]) -> Resul
     for (i, n) in nics.iter_mut().enumerate() {
         let m = parse_mac(&n.mac)?;
         n.mac = n.mac.to_ascii_lowercase();
-        if !adapters.iter().any(|a| a.ports.iter().any(|p| p.mac == n.mac)) {
+        if !adapters
+            .iter()
+            .any(|a| a.ports.iter().any(|p| p.mac == n.mac))
+        {
             return Err(format!(
                 "netvsc {}: no MANA port with this MAC (the synthetic NIC shares its VF port's wire)",
                 n.mac
@@ -116,7 +121,10 @@ pub fn normalize(nics: &mut [NetvscConfig], adapters: &[AdapterConfig]) -> Resul
         check_uuid(&uuid)?;
         n.uuid = Some(uuid.to_ascii_lowercase());
         if !(1..=64).contains(&n.max_queues) {
-            return Err(format!("netvsc {}: max_queues {} out of 1..=64", n.mac, n.max_queues));
+            return Err(format!(
+                "netvsc {}: max_queues {} out of 1..=64",
+                n.mac, n.max_queues
+            ));
         }
         let relid = *n.relid.get_or_insert(default_relid(i));
         if relid == 0 || relid + n.max_queues > 0xffff {

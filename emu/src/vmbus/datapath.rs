@@ -15,7 +15,10 @@ pub fn tx_frames(msg: &rndis::PacketMsg, mut frame: Vec<u8>) -> Result<Vec<Vec<u
         // NDIS VLAN info: priority bits 0-2, CFI bit 3, VLAN id bits 4-15.
         frame = pkt::vlan_insert(&frame, (v & 7) as u8, v & 8 != 0, ((v >> 4) & 0xfff) as u16);
     }
-    if let Some(info) = msg.ppi(rndis::PPI_LSO).filter(|v| v & rndis::LSO2_ISLSO2 != 0) {
+    if let Some(info) = msg
+        .ppi(rndis::PPI_LSO)
+        .filter(|v| v & rndis::LSO2_ISLSO2 != 0)
+    {
         return segment(&frame, (info & rndis::LSO2_MSS_MASK) as usize);
     }
     if let Some(cs) = msg.ppi(rndis::PPI_CSUM) {
@@ -43,7 +46,10 @@ fn segment(frame: &[u8], mss: usize) -> Result<Vec<Vec<u8>>, String> {
     let thl = usize::from(frame[l4 + 12] >> 4) * 4;
     let hlen = l4 + thl;
     if hlen > frame.len() {
-        return Err(format!("LSO headers of {hlen} bytes in a {}-byte frame", frame.len()));
+        return Err(format!(
+            "LSO headers of {hlen} bytes in a {}-byte frame",
+            frame.len()
+        ));
     }
     let hl = pkt::parse_lso_headers(&frame[..hlen]).map_err(|e| format!("LSO headers: {e:?}"))?;
     let mut hdr = frame[..hlen].to_vec();
@@ -62,7 +68,11 @@ pub fn rx_info(
 ) -> (Vec<Ppi>, usize) {
     let mut ppis = Vec::with_capacity(4);
     if let Some(tci) = vlan_tci {
-        let (pcp, cfi, vid) = (u32::from(tci >> 13), u32::from(tci >> 12 & 1), u32::from(tci & 0xfff));
+        let (pcp, cfi, vid) = (
+            u32::from(tci >> 13),
+            u32::from(tci >> 12 & 1),
+            u32::from(tci & 0xfff),
+        );
         ppis.push(Ppi {
             ty: rndis::PPI_VLAN,
             value: pcp | cfi << 3 | vid << 4,
@@ -117,9 +127,17 @@ fn ndis_hash(f: &[u8], l: &pkt::Layout, r: &RssParams) -> Option<(u32, u32)> {
         return None;
     }
     let (addrs, t_ip, t_tcp) = if l.ipv4 {
-        (&f[l.l3 + 12..l.l3 + 20], rndis::NDIS_HASH_IPV4, rndis::NDIS_HASH_TCP_IPV4)
+        (
+            &f[l.l3 + 12..l.l3 + 20],
+            rndis::NDIS_HASH_IPV4,
+            rndis::NDIS_HASH_TCP_IPV4,
+        )
     } else if l.ipv6 {
-        (&f[l.l3 + 8..l.l3 + 40], rndis::NDIS_HASH_IPV6, rndis::NDIS_HASH_TCP_IPV6)
+        (
+            &f[l.l3 + 8..l.l3 + 40],
+            rndis::NDIS_HASH_IPV6,
+            rndis::NDIS_HASH_TCP_IPV6,
+        )
     } else {
         return None;
     };
@@ -159,8 +177,14 @@ mod tests {
         let vlan = 3 | 100 << 4; // priority 3, id 100
         let out = tx_frames(
             &msg_with(vec![
-                Ppi { ty: rndis::PPI_VLAN, value: vlan },
-                Ppi { ty: rndis::PPI_CSUM, value: csum },
+                Ppi {
+                    ty: rndis::PPI_VLAN,
+                    value: vlan,
+                },
+                Ppi {
+                    ty: rndis::PPI_CSUM,
+                    value: csum,
+                },
             ]),
             f.clone(),
         )
@@ -177,8 +201,18 @@ mod tests {
     fn tx_lso_segments() {
         let f = pkt::build::tcp4([2; 6], [4; 6], [10, 0, 0, 1], [10, 0, 0, 2], 5, 6, 1, 3000);
         let v = rndis::LSO2_ISLSO2 | (54 << 20) | 1000;
-        let out = tx_frames(&msg_with(vec![Ppi { ty: rndis::PPI_LSO, value: v }]), f).unwrap();
-        assert_eq!(out.iter().map(|s| s.len() - 54).collect::<Vec<_>>(), [1000, 1000, 1000]);
+        let out = tx_frames(
+            &msg_with(vec![Ppi {
+                ty: rndis::PPI_LSO,
+                value: v,
+            }]),
+            f,
+        )
+        .unwrap();
+        assert_eq!(
+            out.iter().map(|s| s.len() - 54).collect::<Vec<_>>(),
+            [1000, 1000, 1000]
+        );
         for s in &out {
             let l = pkt::parse(s).unwrap();
             assert_eq!(pkt::l4_csum_ok(s, &l), Some(true));
@@ -187,7 +221,16 @@ mod tests {
 
     #[test]
     fn rx_info_reports_checksums_hash_and_queue() {
-        let f = pkt::build::tcp4([2; 6], [4; 6], [10, 0, 0, 1], [10, 0, 0, 2], 1000, 80, 1, 10);
+        let f = pkt::build::tcp4(
+            [2; 6],
+            [4; 6],
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            1000,
+            80,
+            1,
+            10,
+        );
         let r = RssParams {
             disabled: false,
             hash: rndis::NDIS_HASH_IPV4 | rndis::NDIS_HASH_TCP_IPV4 | 1,
@@ -197,7 +240,10 @@ mod tests {
         let (ppis, ch) = rx_info(&f, Some(0x2064), Some(&r), 4);
         let get = |t| ppis.iter().find(|p| p.ty == t).map(|p| p.value);
         assert_eq!(get(rndis::PPI_VLAN), Some(1 | 100 << 4));
-        assert_eq!(get(rndis::PPI_CSUM), Some(rndis::RXCSUM_IPCS_OK | rndis::RXCSUM_TCPCS_OK));
+        assert_eq!(
+            get(rndis::PPI_CSUM),
+            Some(rndis::RXCSUM_IPCS_OK | rndis::RXCSUM_TCPCS_OK)
+        );
         let l = pkt::parse(&f).unwrap();
         let mut input = f[l.l3 + 12..l.l3 + 20].to_vec();
         input.extend_from_slice(&f[l.l4.unwrap()..l.l4.unwrap() + 4]);

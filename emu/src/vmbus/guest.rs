@@ -23,7 +23,9 @@ pub fn read(ranges: &[Gpa]) -> Result<Vec<u8>, String> {
     for g in ranges {
         let (len, ofs, page) = (g.len.get() as usize, g.ofs.get() as usize, g.page.get());
         if ofs + len > 4096 {
-            return Err(format!("GPA range of {len} bytes at offset {ofs} crosses its page"));
+            return Err(format!(
+                "GPA range of {len} bytes at offset {ofs} crosses its page"
+            ));
         }
         let addr = page
             .checked_mul(4096)

@@ -74,14 +74,21 @@ pub fn set_host(h: &Arc<VmbusHost>) {
 }
 
 fn host() -> Option<Arc<VmbusHost>> {
-    let cur = HOST.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|w| w.upgrade());
+    let cur = HOST
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|w| w.upgrade());
     if cur.is_some() {
         return cur;
     }
     // The guest opened the device before any verbs call created the
     // emulator: create it now.
     crate::verbs::global()?;
-    HOST.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|w| w.upgrade())
+    HOST.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|w| w.upgrade())
 }
 
 /// What a path resolves to.
@@ -142,7 +149,9 @@ pub fn resolve(path: &CStr) -> Target {
 fn ring_path(rest: &str) -> Option<(String, u32)> {
     let parts: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
     match parts.as_slice() {
-        ["devices", uuid, "channels", relid, "ring"] => Some((uuid.to_string(), relid.parse().ok()?)),
+        ["devices", uuid, "channels", relid, "ring"] => {
+            Some((uuid.to_string(), relid.parse().ok()?))
+        }
         _ => None,
     }
 }
@@ -169,7 +178,11 @@ pub fn open_special(t: &Target, flags: c_int) -> RawFd {
         },
         Target::Ring(uuid, relid, _) => match h.by_uuid(uuid).and_then(|n| n.channel_fd(*relid)) {
             Some(mfd) => {
-                let cmd = if cloexec { libc::F_DUPFD_CLOEXEC } else { libc::F_DUPFD };
+                let cmd = if cloexec {
+                    libc::F_DUPFD_CLOEXEC
+                } else {
+                    libc::F_DUPFD
+                };
                 // SAFETY: duplicating the channel's memfd (the host keeps its own).
                 unsafe { libc::fcntl(mfd, cmd, 0) }
             }
@@ -194,7 +207,11 @@ pub fn uio_map(fd: RawFd, len: usize, off: i64) -> Option<Result<RawFd, c_int>> 
     if fd < 0 || !active() {
         return None;
     }
-    let h = HOST.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.upgrade()?;
+    let h = HOST
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()?
+        .upgrade()?;
     let id = super::netvsp::file_id(fd).ok()?;
     let nic = h.uio_by_file(id)?;
     if off < 0 || off % 4096 != 0 {
@@ -212,7 +229,9 @@ pub fn uio_map(fd: RawFd, len: usize, off: i64) -> Option<Result<RawFd, c_int>> 
 /// # Safety
 /// `ifr` must point to a `struct ifreq` (what the ioctl takes).
 pub unsafe fn ifhwaddr(ifr: *mut libc::ifreq) -> bool {
-    let Some(r) = REDIRECT.get() else { return false };
+    let Some(r) = REDIRECT.get() else {
+        return false;
+    };
     if ifr.is_null() {
         return false;
     }
@@ -224,7 +243,11 @@ pub unsafe fn ifhwaddr(ifr: *mut libc::ifreq) -> bool {
         .take_while(|c| **c != 0)
         .map(|c| *c as u8)
         .collect();
-    let Some((_, mac, dir)) = r.netdevs.iter().find(|(n, _, _)| n.as_bytes() == name_bytes) else {
+    let Some((_, mac, dir)) = r
+        .netdevs
+        .iter()
+        .find(|(n, _, _)| n.as_bytes() == name_bytes)
+    else {
         return false;
     };
     if !dir.exists() {
@@ -250,6 +273,11 @@ pub fn next_symbol(name: &CStr) -> usize {
 /// `libmana_emu.so` does, so test binaries linking the rlib keep libc's
 /// functions. Every hook forwards to libc unless [`resolve`] (or the uio
 /// and uevent checks) says the call is the emulator's.
+///
+/// Every hook is called with what libc's function of the same name takes
+/// (its C contract): that is the safety argument of each forwarding call
+/// below, which passes the caller's arguments, or a redirected path the
+/// hook owns, to libc's own definition.
 #[macro_export]
 macro_rules! export_libc_hooks {
     () => {
@@ -259,14 +287,16 @@ macro_rules! export_libc_hooks {
 
             macro_rules! real {
                 ($name:literal, $ty:ty) => {{
-                    static P: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);
+                    static P: ::std::sync::atomic::AtomicUsize =
+                        ::std::sync::atomic::AtomicUsize::new(0);
                     let mut p = P.load(::std::sync::atomic::Ordering::Relaxed);
                     if p == 0 {
                         p = interpose::next_symbol($name);
+                        assert!(p != 0, "libc has no {:?}", $name);
                         P.store(p, ::std::sync::atomic::Ordering::Relaxed);
                     }
-                    // SAFETY: `p` is libc's definition of this very symbol,
-                    // which has this signature.
+                    // SAFETY: `p` is libc's (non-null) definition of this
+                    // very symbol, whose C signature this type spells.
                     unsafe { ::std::mem::transmute::<usize, $ty>(p) }
                 }};
             }
@@ -276,28 +306,35 @@ macro_rules! export_libc_hooks {
             type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut c_void;
             type OpendirFn = unsafe extern "C" fn(*const c_char) -> *mut c_void;
             type AccessFn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
-            type MmapFn = unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, c_int, i64) -> *mut c_void;
+            type MmapFn =
+                unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, c_int, i64) -> *mut c_void;
             type IoctlFn = unsafe extern "C" fn(c_int, u64, *mut c_void) -> c_int;
             type SocketFn = unsafe extern "C" fn(c_int, c_int, c_int) -> c_int;
             type BindFn = unsafe extern "C" fn(c_int, *const c_void, u32) -> c_int;
 
-            /// SAFETY (all hooks): the caller passes what libc's function of
-            /// the same name takes; paths are NUL-terminated or null.
-            unsafe fn path<'a>(p: *const c_char) -> Option<&'a CStr> {
+            /// What a path argument resolves to; `None` for a null path.
+            ///
+            /// # Safety
+            /// `p` is null or a NUL-terminated string (libc's contract).
+            unsafe fn target(p: *const c_char) -> Option<Target> {
                 if p.is_null() {
-                    None
-                } else {
-                    // SAFETY: a NUL-terminated path, per the libc contract.
-                    Some(unsafe { CStr::from_ptr(p) })
+                    return None;
                 }
+                // SAFETY: non-null and NUL-terminated, per this fn's contract.
+                Some(interpose::resolve(unsafe { CStr::from_ptr(p) }))
             }
 
             unsafe fn do_open(real: OpenFn, p: *const c_char, flags: c_int, mode: u32) -> c_int {
-                // SAFETY: see `path`.
-                match unsafe { path(p) }.map(interpose::resolve) {
-                    Some(Target::Path(c)) => unsafe { real(c.as_ptr(), flags, mode) },
-                    Some(t @ (Target::Uio(_) | Target::Ring(..))) => interpose::open_special(&t, flags),
-                    _ => unsafe { real(p, flags, mode) },
+                // SAFETY (this block and the calls): the caller's arguments
+                // (libc's contract), or a path this hook owns.
+                unsafe {
+                    match target(p) {
+                        Some(Target::Path(c)) => real(c.as_ptr(), flags, mode),
+                        Some(t @ (Target::Uio(_) | Target::Ring(..))) => {
+                            interpose::open_special(&t, flags)
+                        }
+                        _ => real(p, flags, mode),
+                    }
                 }
             }
 
@@ -305,83 +342,146 @@ macro_rules! export_libc_hooks {
             // arrives in the third argument register either way (x86-64).
             #[no_mangle]
             pub unsafe extern "C" fn open(p: *const c_char, flags: c_int, mode: u32) -> c_int {
+                // SAFETY: forwarding the caller's arguments (libc's contract).
                 unsafe { do_open(real!(c"open", OpenFn), p, flags, mode) }
             }
             #[no_mangle]
             pub unsafe extern "C" fn open64(p: *const c_char, flags: c_int, mode: u32) -> c_int {
+                // SAFETY: forwarding the caller's arguments (libc's contract).
                 unsafe { do_open(real!(c"open64", OpenFn), p, flags, mode) }
             }
 
-            unsafe fn do_openat(real: OpenatFn, d: c_int, p: *const c_char, flags: c_int, mode: u32) -> c_int {
-                // SAFETY: see `path`.
-                match unsafe { path(p) }.map(interpose::resolve) {
-                    Some(Target::Path(c)) => unsafe { real(d, c.as_ptr(), flags, mode) },
-                    Some(t @ (Target::Uio(_) | Target::Ring(..))) => interpose::open_special(&t, flags),
-                    _ => unsafe { real(d, p, flags, mode) },
+            unsafe fn do_openat(
+                real: OpenatFn,
+                d: c_int,
+                p: *const c_char,
+                flags: c_int,
+                mode: u32,
+            ) -> c_int {
+                // SAFETY: the caller's arguments (libc's contract), or a path
+                // this hook owns (absolute: `d` is then ignored by libc).
+                unsafe {
+                    match target(p) {
+                        Some(Target::Path(c)) => real(d, c.as_ptr(), flags, mode),
+                        Some(t @ (Target::Uio(_) | Target::Ring(..))) => {
+                            interpose::open_special(&t, flags)
+                        }
+                        _ => real(d, p, flags, mode),
+                    }
                 }
             }
             #[no_mangle]
-            pub unsafe extern "C" fn openat(d: c_int, p: *const c_char, flags: c_int, mode: u32) -> c_int {
+            pub unsafe extern "C" fn openat(
+                d: c_int,
+                p: *const c_char,
+                flags: c_int,
+                mode: u32,
+            ) -> c_int {
+                // SAFETY: forwarding the caller's arguments (libc's contract).
                 unsafe { do_openat(real!(c"openat", OpenatFn), d, p, flags, mode) }
             }
             #[no_mangle]
-            pub unsafe extern "C" fn openat64(d: c_int, p: *const c_char, flags: c_int, mode: u32) -> c_int {
+            pub unsafe extern "C" fn openat64(
+                d: c_int,
+                p: *const c_char,
+                flags: c_int,
+                mode: u32,
+            ) -> c_int {
+                // SAFETY: forwarding the caller's arguments (libc's contract).
                 unsafe { do_openat(real!(c"openat64", OpenatFn), d, p, flags, mode) }
             }
 
             unsafe fn do_fopen(real: FopenFn, p: *const c_char, m: *const c_char) -> *mut c_void {
-                // SAFETY: see `path`.
-                match unsafe { path(p) }.map(interpose::resolve) {
-                    Some(Target::Path(c) | Target::Ring(_, _, c)) => unsafe { real(c.as_ptr(), m) },
-                    _ => unsafe { real(p, m) },
+                // SAFETY: the caller's arguments (libc's contract), or a path
+                // this hook owns.
+                unsafe {
+                    match target(p) {
+                        Some(Target::Path(c) | Target::Ring(_, _, c)) => real(c.as_ptr(), m),
+                        _ => real(p, m),
+                    }
                 }
             }
             #[no_mangle]
             pub unsafe extern "C" fn fopen(p: *const c_char, m: *const c_char) -> *mut c_void {
+                // SAFETY: forwarding the caller's arguments (libc's contract).
                 unsafe { do_fopen(real!(c"fopen", FopenFn), p, m) }
             }
             #[no_mangle]
             pub unsafe extern "C" fn fopen64(p: *const c_char, m: *const c_char) -> *mut c_void {
+                // SAFETY: forwarding the caller's arguments (libc's contract).
                 unsafe { do_fopen(real!(c"fopen64", FopenFn), p, m) }
             }
 
             #[no_mangle]
             pub unsafe extern "C" fn opendir(p: *const c_char) -> *mut c_void {
                 let real = real!(c"opendir", OpendirFn);
-                // SAFETY: see `path`.
-                match unsafe { path(p) }.map(interpose::resolve) {
-                    Some(Target::Path(c) | Target::Ring(_, _, c)) => unsafe { real(c.as_ptr()) },
-                    _ => unsafe { real(p) },
+                // SAFETY: the caller's argument (libc's contract), or a path
+                // this hook owns.
+                unsafe {
+                    match target(p) {
+                        Some(Target::Path(c) | Target::Ring(_, _, c)) => real(c.as_ptr()),
+                        _ => real(p),
+                    }
                 }
             }
 
             #[no_mangle]
             pub unsafe extern "C" fn access(p: *const c_char, mode: c_int) -> c_int {
                 let real = real!(c"access", AccessFn);
-                // SAFETY: see `path`.
-                match unsafe { path(p) }.map(interpose::resolve) {
-                    Some(Target::Path(c) | Target::Ring(_, _, c)) => unsafe { real(c.as_ptr(), mode) },
-                    _ => unsafe { real(p, mode) },
+                // SAFETY: the caller's arguments (libc's contract), or a path
+                // this hook owns.
+                unsafe {
+                    match target(p) {
+                        Some(Target::Path(c) | Target::Ring(_, _, c)) => real(c.as_ptr(), mode),
+                        _ => real(p, mode),
+                    }
                 }
             }
 
-            unsafe fn do_mmap(real: MmapFn, a: *mut c_void, len: usize, prot: c_int, fl: c_int, fd: c_int, off: i64) -> *mut c_void {
+            unsafe fn do_mmap(
+                real: MmapFn,
+                a: *mut c_void,
+                len: usize,
+                prot: c_int,
+                fl: c_int,
+                fd: c_int,
+                off: i64,
+            ) -> *mut c_void {
                 match interpose::uio_map(fd, len, off) {
+                    // SAFETY: the caller's arguments (libc's contract).
                     None => unsafe { real(a, len, prot, fl, fd, off) },
+                    // SAFETY: the caller's request on the map's memfd, whose
+                    // size `uio_map` checked against `len`.
                     Some(Ok(mfd)) => unsafe { real(a, len, prot, fl, mfd, 0) },
                     Some(Err(e)) => {
-                        // SAFETY: this thread's errno.
+                        // SAFETY: this thread's errno slot.
                         unsafe { *::libc::__errno_location() = e };
                         ::libc::MAP_FAILED
                     }
                 }
             }
             #[no_mangle]
-            pub unsafe extern "C" fn mmap(a: *mut c_void, len: usize, prot: c_int, fl: c_int, fd: c_int, off: i64) -> *mut c_void {
+            pub unsafe extern "C" fn mmap(
+                a: *mut c_void,
+                len: usize,
+                prot: c_int,
+                fl: c_int,
+                fd: c_int,
+                off: i64,
+            ) -> *mut c_void {
+                // SAFETY: forwarding the caller's arguments (libc's contract).
                 unsafe { do_mmap(real!(c"mmap", MmapFn), a, len, prot, fl, fd, off) }
             }
             #[no_mangle]
-            pub unsafe extern "C" fn mmap64(a: *mut c_void, len: usize, prot: c_int, fl: c_int, fd: c_int, off: i64) -> *mut c_void {
+            pub unsafe extern "C" fn mmap64(
+                a: *mut c_void,
+                len: usize,
+                prot: c_int,
+                fl: c_int,
+                fd: c_int,
+                off: i64,
+            ) -> *mut c_void {
+                // SAFETY: forwarding the caller's arguments (libc's contract).
                 unsafe { do_mmap(real!(c"mmap64", MmapFn), a, len, prot, fl, fd, off) }
             }
 
@@ -389,12 +489,12 @@ macro_rules! export_libc_hooks {
             // the third argument register (x86-64).
             #[no_mangle]
             pub unsafe extern "C" fn ioctl(fd: c_int, req: u64, arg: *mut c_void) -> c_int {
-                if req == ::libc::SIOCGIFHWADDR as u64 {
-                    // SAFETY: SIOCGIFHWADDR takes a struct ifreq.
-                    if unsafe { interpose::ifhwaddr(arg.cast()) } {
-                        return 0;
-                    }
+                // SAFETY: SIOCGIFHWADDR takes a struct ifreq (ioctl's contract).
+                if req == ::libc::SIOCGIFHWADDR as u64 && unsafe { interpose::ifhwaddr(arg.cast()) }
+                {
+                    return 0;
                 }
+                // SAFETY: forwarding the caller's arguments (ioctl's contract).
                 unsafe { real!(c"ioctl", IoctlFn)(fd, req, arg) }
             }
 
@@ -403,6 +503,7 @@ macro_rules! export_libc_hooks {
                 if let Some(fd) = $crate::uevent::fake_socket(domain, ty, proto) {
                     return fd;
                 }
+                // SAFETY: forwarding the caller's arguments (plain integers).
                 unsafe { real!(c"socket", SocketFn)(domain, ty, proto) }
             }
 
@@ -411,6 +512,7 @@ macro_rules! export_libc_hooks {
                 if $crate::uevent::is_fake(fd) {
                     return 0;
                 }
+                // SAFETY: forwarding the caller's arguments (bind's contract).
                 unsafe { real!(c"bind", BindFn)(fd, addr, len) }
             }
         }
@@ -423,7 +525,10 @@ mod tests {
 
     #[test]
     fn ring_paths_parse() {
-        assert_eq!(ring_path("/devices/abc/channels/15/ring"), Some(("abc".into(), 15)));
+        assert_eq!(
+            ring_path("/devices/abc/channels/15/ring"),
+            Some(("abc".into(), 15))
+        );
         assert!(ring_path("/devices/abc/channels/15/monitor_id").is_none());
         assert!(ring_path("/devices/abc/channels/x/ring").is_none());
     }

@@ -172,11 +172,15 @@ impl Nic {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: fresh descriptors we own.
-        let (uio_guest, uio_host) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (uio_guest, uio_host) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         // SAFETY: setting O_NONBLOCK on our own descriptor.
         unsafe { libc::fcntl(uio_host.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
         let uio_id = file_id(uio_guest.as_raw_fd())?;
-        let sections = Sections::new((sysfs::RECV_BUF_SIZE / SECTION_SIZE as usize) as u32, SECTION_SIZE);
+        let sections = Sections::new(
+            (sysfs::RECV_BUF_SIZE / SECTION_SIZE as usize) as u32,
+            SECTION_SIZE,
+        );
         Ok(Nic {
             index,
             gpadls: sysfs::gpadls(index),
@@ -225,7 +229,11 @@ impl Nic {
     /// A new descriptor for `/dev/uioN` (all share one socket, as all
     /// opens of a uio device share its interrupt state).
     pub fn open_uio(&self, cloexec: bool) -> io::Result<RawFd> {
-        let cmd = if cloexec { libc::F_DUPFD_CLOEXEC } else { libc::F_DUPFD };
+        let cmd = if cloexec {
+            libc::F_DUPFD_CLOEXEC
+        } else {
+            libc::F_DUPFD
+        };
         // SAFETY: duplicating our own descriptor.
         let fd = unsafe { libc::fcntl(self.uio_guest.as_raw_fd(), cmd, 0) };
         if fd < 0 {
@@ -293,7 +301,10 @@ impl Nic {
                     }
                     Ok(None) => break,
                     Err(ReadError::Corrupt(why)) => {
-                        let m = format!("channel {} ring from the guest: {why}; channel stopped", ch.relid);
+                        let m = format!(
+                            "channel {} ring from the guest: {why}; channel stopped",
+                            ch.relid
+                        );
                         Self::error(&mut st, m.clone());
                         st.broken = Some(m);
                         return true;
@@ -310,7 +321,8 @@ impl Nic {
     /// Is there work the host should come back for soon?
     pub fn busy(&self) -> bool {
         let st = self.state();
-        st.outq.iter().any(|q| !q.is_empty()) || st.vf_assoc_at.is_some()
+        st.outq.iter().any(|q| !q.is_empty())
+            || st.vf_assoc_at.is_some()
             || (self.nic_link().rx_pending() > 0 && st.rndis.initialized)
     }
 
@@ -355,7 +367,13 @@ impl Nic {
     fn interrupt_guest(&self) {
         // SAFETY: a non-blocking 4-byte write to our socket; a full buffer
         // means interrupts are pending already, as a uio count would say.
-        unsafe { libc::write(self.uio_host.as_raw_fd(), 1u32.to_ne_bytes().as_ptr().cast(), 4) };
+        unsafe {
+            libc::write(
+                self.uio_host.as_raw_fd(),
+                1u32.to_ne_bytes().as_ptr().cast(),
+                4,
+            )
+        };
     }
 
     // -----------------------------------------------------------------
@@ -375,18 +393,31 @@ impl Nic {
         match (p.ty, msg) {
             (chanpkt::TYPE_COMP, GuestMsg::RndisAck(_)) => {
                 if !st.sections.release(p.xactid as u32) {
-                    Self::error(st, format!("receive buffer ack for section {} not outstanding", p.xactid));
+                    Self::error(
+                        st,
+                        format!(
+                            "receive buffer ack for section {} not outstanding",
+                            p.xactid
+                        ),
+                    );
                 }
             }
             (chanpkt::TYPE_INBAND, GuestMsg::Rndis(r)) => self.rndis_msg(st, ch, &p, r, None),
             (chanpkt::TYPE_GPA, GuestMsg::Rndis(r)) => match p.gpa_ranges() {
                 Some(ranges) => self.rndis_msg(st, ch, &p, r, Some(ranges)),
-                None => Self::error(st, format!("channel {}: GPA packet without its ranges", ch.relid)),
+                None => Self::error(
+                    st,
+                    format!("channel {}: GPA packet without its ranges", ch.relid),
+                ),
             },
             (chanpkt::TYPE_INBAND, m) => self.nvs_msg(st, ch, &p, m),
             (ty, m) => Self::error(
                 st,
-                format!("channel {}: {} in a packet of type {ty:#x}", ch.relid, m.name()),
+                format!(
+                    "channel {}: {} in a packet of type {ty:#x}",
+                    ch.relid,
+                    m.name()
+                ),
             ),
         }
     }
@@ -402,7 +433,11 @@ impl Nic {
         match m {
             GuestMsg::Init(i) => {
                 let (lo, hi) = (i.ver_min.get(), i.ver_max.get());
-                let ver = nvsp::VERSIONS.iter().rev().copied().find(|v| (lo..=hi).contains(v));
+                let ver = nvsp::VERSIONS
+                    .iter()
+                    .rev()
+                    .copied()
+                    .find(|v| (lo..=hi).contains(v));
                 let status = match ver {
                     Some(v) => {
                         st.nvs_version = v;
@@ -418,7 +453,9 @@ impl Nic {
             }
             GuestMsg::NdisInit(n) => st.ndis_version = (n.ndis_major.get(), n.ndis_minor.get()),
             GuestMsg::RxbufConn(c) => {
-                let ok = st.nvs_version != 0 && c.gpadl.get() == self.gpadls.0 && c.sig.get() == nvsp::RXBUF_SIG;
+                let ok = st.nvs_version != 0
+                    && c.gpadl.get() == self.gpadls.0
+                    && c.sig.get() == nvsp::RXBUF_SIG;
                 if !ok {
                     Self::error(
                         st,
@@ -433,7 +470,11 @@ impl Nic {
                 st.rxbuf = ok;
                 st.sections.reset();
                 let r = nvsp::rxbuf_connresp(
-                    if ok { nvsp::STATUS_OK } else { nvsp::STATUS_FAILED },
+                    if ok {
+                        nvsp::STATUS_OK
+                    } else {
+                        nvsp::STATUS_FAILED
+                    },
                     SECTION_SIZE,
                     st.sections.count(),
                 );
@@ -444,13 +485,22 @@ impl Nic {
                 st.sections.reset();
             }
             GuestMsg::ChimConn(c) => {
-                let ok = st.nvs_version != 0 && c.gpadl.get() == self.gpadls.1 && c.sig.get() == nvsp::CHIM_SIG;
+                let ok = st.nvs_version != 0
+                    && c.gpadl.get() == self.gpadls.1
+                    && c.sig.get() == nvsp::CHIM_SIG;
                 if !ok {
-                    Self::error(st, format!("send buffer GPADL {:#x}: refused", c.gpadl.get()));
+                    Self::error(
+                        st,
+                        format!("send buffer GPADL {:#x}: refused", c.gpadl.get()),
+                    );
                 }
                 st.chim = ok;
                 let r = nvsp::chim_connresp(
-                    if ok { nvsp::STATUS_OK } else { nvsp::STATUS_FAILED },
+                    if ok {
+                        nvsp::STATUS_OK
+                    } else {
+                        nvsp::STATUS_FAILED
+                    },
                     CHIM_SECTION_SIZE,
                 );
                 self.reply(st, ch, p, r.as_bytes());
@@ -467,8 +517,15 @@ impl Nic {
                 self.nic_link().vf_datapath.store(vf, Ordering::Release);
             }
             GuestMsg::SubchReq(r) => {
-                let want = if r.op.get() == nvsp::SUBCH_OP_ALLOC { r.nsubch.get() } else { 0 };
-                let room = self.cfg.max_queues.saturating_sub(1 + st.subchannels.len() as u32);
+                let want = if r.op.get() == nvsp::SUBCH_OP_ALLOC {
+                    r.nsubch.get()
+                } else {
+                    0
+                };
+                let room = self
+                    .cfg
+                    .max_queues
+                    .saturating_sub(1 + st.subchannels.len() as u32);
                 let n = want.min(room);
                 let mut made = 0;
                 for _ in 0..n {
@@ -480,7 +537,11 @@ impl Nic {
                         }
                     }
                 }
-                let status = if r.op.get() == nvsp::SUBCH_OP_ALLOC { nvsp::STATUS_OK } else { nvsp::STATUS_FAILED };
+                let status = if r.op.get() == nvsp::SUBCH_OP_ALLOC {
+                    nvsp::STATUS_OK
+                } else {
+                    nvsp::STATUS_FAILED
+                };
                 self.reply(st, ch, p, nvsp::subch_resp(status, made).as_bytes());
             }
             m => Self::error(st, format!("channel {}: unexpected {}", ch.relid, m.name())),
@@ -493,7 +554,10 @@ impl Nic {
         let ch = Arc::new(Channel {
             relid,
             index,
-            rings: RingPair::new(&cname(format!("netvsc{}-ring{index}", self.index)), self.cfg.ring_size)?,
+            rings: RingPair::new(
+                &cname(format!("netvsc{}-ring{index}", self.index)),
+                self.cfg.ring_size,
+            )?,
         });
         // uio_hv_generic: "Disable interrupts on sub channel".
         ch.rings.mask_guest(true);
@@ -507,14 +571,24 @@ impl Nic {
     // RNDIS
     // -----------------------------------------------------------------
 
-    fn rndis_msg(&self, st: &mut State, ch: &Channel, p: &Packet, r: nvsp::Rndis, gpa: Option<Vec<chanpkt::Gpa>>) {
+    fn rndis_msg(
+        &self,
+        st: &mut State,
+        ch: &Channel,
+        p: &Packet,
+        r: nvsp::Rndis,
+        gpa: Option<Vec<chanpkt::Gpa>>,
+    ) {
         let chim = match r.chim_idx.get() {
             nvsp::CHIM_IDX_INVALID => None,
             idx => {
                 let (idx, sz) = (idx as usize, r.chim_sz.get() as usize);
                 let sect = CHIM_SECTION_SIZE as usize;
                 if !st.chim || idx >= sysfs::SEND_BUF_SIZE / sect || sz > sect || sz == 0 {
-                    Self::error(st, format!("send buffer section {idx} with {sz} bytes refused"));
+                    Self::error(
+                        st,
+                        format!("send buffer section {idx} with {sz} bytes refused"),
+                    );
                     return self.reply(st, ch, p, nvsp::rndis_ack(nvsp::STATUS_FAILED).as_bytes());
                 }
                 let mut b = vec![0u8; sz];
@@ -546,7 +620,11 @@ impl Nic {
                 ok &= self.tx_one(st, ch, b, b.len()).is_some();
             }
         }
-        let status = if ok { nvsp::STATUS_OK } else { nvsp::STATUS_FAILED };
+        let status = if ok {
+            nvsp::STATUS_OK
+        } else {
+            nvsp::STATUS_FAILED
+        };
         self.reply(st, ch, p, nvsp::rndis_ack(status).as_bytes());
     }
 
@@ -568,7 +646,10 @@ impl Nic {
         let m = match rndis::PacketMsg::decode(b) {
             Ok(m) if m.len <= avail && m.data_off + m.data_len <= b.len() => m,
             Ok(m) => {
-                Self::error(st, format!("RNDIS packet of {} bytes with {avail} available", m.len));
+                Self::error(
+                    st,
+                    format!("RNDIS packet of {} bytes with {avail} available", m.len),
+                );
                 Counters::count(&mut st.counters.drops, "tx_malformed", 1);
                 return None;
             }
@@ -661,11 +742,18 @@ impl Nic {
         let mac = crate::config::parse_mac(&self.cfg.mac).expect("normalized");
         let ok = rndis::STATUS_SUCCESS;
         match oid {
-            rndis::OID_802_3_PERMANENT_ADDRESS | rndis::OID_802_3_CURRENT_ADDRESS => (ok, mac.to_vec()),
+            rndis::OID_802_3_PERMANENT_ADDRESS | rndis::OID_802_3_CURRENT_ADDRESS => {
+                (ok, mac.to_vec())
+            }
             // 0: NdisMediaStateConnected.
             rndis::OID_GEN_MEDIA_CONNECT_STATUS => (ok, 0u32.to_le_bytes().to_vec()),
             // In units of 100 bit/s.
-            rndis::OID_GEN_LINK_SPEED => (ok, (self.cfg.link_speed_mbps.saturating_mul(10_000)).to_le_bytes().to_vec()),
+            rndis::OID_GEN_LINK_SPEED => (
+                ok,
+                (self.cfg.link_speed_mbps.saturating_mul(10_000))
+                    .to_le_bytes()
+                    .to_vec(),
+            ),
             rndis::OID_GEN_MAXIMUM_FRAME_SIZE => (ok, st.mtu.to_le_bytes().to_vec()),
             rndis::OID_TCP_OFFLOAD_HARDWARE_CAPABILITIES => (ok, rndis::offload_caps(62_780)),
             rndis::OID_GEN_RECEIVE_SCALE_CAPABILITIES => (ok, rndis::rss_caps(self.cfg.max_queues)),
@@ -720,9 +808,14 @@ impl Nic {
         for e in &evs {
             match e {
                 VfEvent::Added if self.cfg.vf && st.sriov && st.rndis.initialized => {
-                    st.vf_assoc_at = Some((Instant::now() + Duration::from_millis(self.cfg.vf_add_delay_ms), true));
+                    st.vf_assoc_at = Some((
+                        Instant::now() + Duration::from_millis(self.cfg.vf_add_delay_ms),
+                        true,
+                    ));
                 }
-                VfEvent::Removed if self.cfg.vf && self.cfg.vf_revoke_on_remove && st.rndis.initialized => {
+                VfEvent::Removed
+                    if self.cfg.vf && self.cfg.vf_revoke_on_remove && st.rndis.initialized =>
+                {
                     st.vf_assoc_at = None;
                     self.send_vf_assoc(st, false);
                 }
@@ -771,7 +864,10 @@ impl Nic {
                         break;
                     }
                     Err(WriteError::Corrupt(why)) => {
-                        let m = format!("channel {} ring to the guest: {why}; channel stopped", ch.relid);
+                        let m = format!(
+                            "channel {} ring to the guest: {why}; channel stopped",
+                            ch.relid
+                        );
                         Self::error(st, m.clone());
                         st.broken = Some(m);
                         return true;
@@ -787,7 +883,10 @@ impl Nic {
     /// section is free.
     fn to_guest_rndis(&self, st: &mut State, chan: usize, msg: &[u8], mtype: u32) -> bool {
         if !st.rxbuf {
-            Self::error(st, "RNDIS message for the guest before its receive buffer".into());
+            Self::error(
+                st,
+                "RNDIS message for the guest before its receive buffer".into(),
+            );
             return false;
         }
         let Some(first) = st.sections.alloc(msg.len()) else {
@@ -799,7 +898,12 @@ impl Nic {
             len: (msg.len() as u32).into(),
             ofs: (ofs as u32).into(),
         };
-        let pkt = chanpkt::rxbuf(u64::from(first), nvsp::RXBUF_SIG, &[range], nvsp::rndis(mtype).as_bytes());
+        let pkt = chanpkt::rxbuf(
+            u64::from(first),
+            nvsp::RXBUF_SIG,
+            &[range],
+            nvsp::rndis(mtype).as_bytes(),
+        );
         self.queue(st, chan, pkt);
         true
     }

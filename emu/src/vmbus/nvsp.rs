@@ -78,7 +78,13 @@ wire_struct!(
     /// `NVS_TYPE_INIT`: the guest proposes one version (min = max).
     Init { ty: U32, ver_min: U32, ver_max: U32, rsvd: [u8; 28] }
 );
-wire_struct!(InitResp { ty: U32, ver: U32, rsvd: U32, status: U32, pad: [u8; 24] });
+wire_struct!(InitResp {
+    ty: U32,
+    ver: U32,
+    rsvd: U32,
+    status: U32,
+    pad: [u8; 24]
+});
 wire_struct!(
     /// `NVS_TYPE_NDIS_CONF` (no response): MTU including the Ethernet header.
     NdisConf { ty: U32, mtu: U32, rsvd: U32, caps: U64, rsvd1: [u8; 20] }
@@ -91,24 +97,56 @@ wire_struct!(
     /// `NVS_TYPE_RXBUF_CONN` / `NVS_TYPE_CHIM_CONN`: a buffer by GPADL.
     BufConn { ty: U32, gpadl: U32, sig: U16, rsvd: [u8; 30] }
 );
-wire_struct!(RxbufSection { start: U32, slotsz: U32, slotcnt: U32, end: U32 });
-wire_struct!(
-    RxbufConnResp { ty: U32, status: U32, nsect: U32, sect: RxbufSection, pad: [u8; 12] }
-);
-wire_struct!(ChimConnResp { ty: U32, status: U32, sectsz: U32, pad: [u8; 28] });
+wire_struct!(RxbufSection {
+    start: U32,
+    slotsz: U32,
+    slotcnt: U32,
+    end: U32
+});
+wire_struct!(RxbufConnResp {
+    ty: U32,
+    status: U32,
+    nsect: U32,
+    sect: RxbufSection,
+    pad: [u8; 12]
+});
+wire_struct!(ChimConnResp {
+    ty: U32,
+    status: U32,
+    sectsz: U32,
+    pad: [u8; 28]
+});
 wire_struct!(
     /// `NVS_TYPE_RNDIS`: an RNDIS message in the send buffer section
     /// `chim_idx` (`chim_sz` bytes) or in the packet's GPA ranges.
     Rndis { ty: U32, mtype: U32, chim_idx: U32, chim_sz: U32, rsvd: [u8; 24] }
 );
-wire_struct!(RndisAck { ty: U32, status: U32, rsvd: [u8; 32] });
+wire_struct!(RndisAck {
+    ty: U32,
+    status: U32,
+    rsvd: [u8; 32]
+});
 wire_struct!(
     /// `NVS_TYPE_VFASSOC_NOTE`: the host (de)associates a VF with the NIC.
     VfAssoc { ty: U32, allocated: U32, serial: U32, pad: [u8; 28] }
 );
-wire_struct!(SetDatapath { ty: U32, active_path: U32, rsvd: [u8; 32] });
-wire_struct!(SubchReq { ty: U32, op: U32, nsubch: U32, rsvd: [u8; 28] });
-wire_struct!(SubchResp { ty: U32, status: U32, nsubch: U32, rsvd: [u8; 28] });
+wire_struct!(SetDatapath {
+    ty: U32,
+    active_path: U32,
+    rsvd: [u8; 32]
+});
+wire_struct!(SubchReq {
+    ty: U32,
+    op: U32,
+    nsubch: U32,
+    rsvd: [u8; 28]
+});
+wire_struct!(SubchResp {
+    ty: U32,
+    status: U32,
+    nsubch: U32,
+    rsvd: [u8; 28]
+});
 
 /// A message from the guest, decoded (fails closed: short or unknown
 /// messages are `Unknown`/`Short`, never guessed at).
@@ -127,19 +165,27 @@ pub enum GuestMsg {
     SetDatapath(SetDatapath),
     SubchReq(SubchReq),
     Unknown(u32),
-    Short { ty: Option<u32>, len: usize },
+    Short {
+        ty: Option<u32>,
+        len: usize,
+    },
 }
 
 fn take<T: FromBytes + KnownLayout + Immutable>(b: &[u8], ty: u32) -> Result<T, GuestMsg> {
-    T::read_from_prefix(b).map(|(v, _)| v).map_err(|_| GuestMsg::Short {
-        ty: Some(ty),
-        len: b.len(),
-    })
+    T::read_from_prefix(b)
+        .map(|(v, _)| v)
+        .map_err(|_| GuestMsg::Short {
+            ty: Some(ty),
+            len: b.len(),
+        })
 }
 
 impl GuestMsg {
     pub fn decode(b: &[u8]) -> GuestMsg {
-        let Some(ty) = b.get(..4).map(|t| u32::from_le_bytes(t.try_into().unwrap())) else {
+        let Some(ty) = b
+            .get(..4)
+            .map(|t| u32::from_le_bytes(t.try_into().unwrap()))
+        else {
             return GuestMsg::Short {
                 ty: None,
                 len: b.len(),
@@ -261,11 +307,15 @@ mod tests {
         let mut init = vec![1, 0, 0, 0, 0x01, 0x00, 0x06, 0x00, 0x01, 0x00, 0x06, 0x00];
         init.resize(40, 0);
         match GuestMsg::decode(&init) {
-            GuestMsg::Init(m) => assert_eq!((m.ver_min.get(), m.ver_max.get()), (VERSION_61, VERSION_61)),
+            GuestMsg::Init(m) => {
+                assert_eq!((m.ver_min.get(), m.ver_max.get()), (VERSION_61, VERSION_61))
+            }
             m => panic!("{m:?}"),
         }
         // NDIS config: MTU 1514, caps VLAN | SRIOV at offset 12.
-        let mut conf = vec![125, 0, 0, 0, 0xea, 0x05, 0, 0, 0, 0, 0, 0, 0x0c, 0, 0, 0, 0, 0, 0, 0];
+        let mut conf = vec![
+            125, 0, 0, 0, 0xea, 0x05, 0, 0, 0, 0, 0, 0, 0x0c, 0, 0, 0, 0, 0, 0, 0,
+        ];
         conf.resize(40, 0);
         match GuestMsg::decode(&conf) {
             GuestMsg::NdisConf(c) => {
@@ -286,12 +336,24 @@ mod tests {
         r.resize(40, 0);
         match GuestMsg::decode(&r) {
             GuestMsg::Rndis(m) => {
-                assert_eq!((m.mtype.get(), m.chim_idx.get(), m.chim_sz.get()), (0, 3, 0x180))
+                assert_eq!(
+                    (m.mtype.get(), m.chim_idx.get(), m.chim_sz.get()),
+                    (0, 3, 0x180)
+                )
             }
             m => panic!("{m:?}"),
         }
-        assert_eq!(GuestMsg::decode(&[107, 0, 0, 0]), GuestMsg::Short { ty: Some(107), len: 4 });
-        assert_eq!(GuestMsg::decode(&[1, 2]), GuestMsg::Short { ty: None, len: 2 });
+        assert_eq!(
+            GuestMsg::decode(&[107, 0, 0, 0]),
+            GuestMsg::Short {
+                ty: Some(107),
+                len: 4
+            }
+        );
+        assert_eq!(
+            GuestMsg::decode(&[1, 2]),
+            GuestMsg::Short { ty: None, len: 2 }
+        );
         assert_eq!(GuestMsg::decode(&[99, 0, 0, 0]), GuestMsg::Unknown(99));
     }
 
@@ -313,9 +375,18 @@ mod tests {
             &chim_connresp(STATUS_OK, 6144).as_bytes()[..12],
             &[105, 0, 0, 0, 1, 0, 0, 0, 0, 0x18, 0, 0]
         );
-        assert_eq!(&init_resp(STATUS_OK).as_bytes()[..16], &[2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
-        assert_eq!(&subch_resp(STATUS_OK, 3).as_bytes()[..12], &[133, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0]);
-        assert_eq!(&rndis_ack(STATUS_OK).as_bytes()[..8], &[108, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(
+            &init_resp(STATUS_OK).as_bytes()[..16],
+            &[2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]
+        );
+        assert_eq!(
+            &subch_resp(STATUS_OK, 3).as_bytes()[..12],
+            &[133, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0]
+        );
+        assert_eq!(
+            &rndis_ack(STATUS_OK).as_bytes()[..8],
+            &[108, 0, 0, 0, 1, 0, 0, 0]
+        );
         for m in [
             init_resp(1).as_bytes().len(),
             chim_connresp(1, 1).as_bytes().len(),

@@ -118,8 +118,8 @@ impl RingPair {
         };
         // As the kernel's ring setup does: both rings offer the
         // pending-send-size protocol.
-        rp.from_guest().store(FEATURES, FEAT_PENDING_SEND_SZ);
-        rp.to_guest().store(FEATURES, FEAT_PENDING_SEND_SZ);
+        rp.guest_to_host().store(FEATURES, FEAT_PENDING_SEND_SZ);
+        rp.host_to_guest().store(FEATURES, FEAT_PENDING_SEND_SZ);
         Ok(rp)
     }
 
@@ -127,7 +127,7 @@ impl RingPair {
         &self.mem
     }
 
-    fn from_guest(&self) -> Dir<'_> {
+    fn guest_to_host(&self) -> Dir<'_> {
         Dir {
             mem: &self.mem,
             base: 0,
@@ -135,7 +135,7 @@ impl RingPair {
         }
     }
 
-    fn to_guest(&self) -> Dir<'_> {
+    fn host_to_guest(&self) -> Dir<'_> {
         Dir {
             mem: &self.mem,
             base: self.half,
@@ -151,10 +151,14 @@ impl RingPair {
     /// Takes the next packet the guest wrote (descriptor included, trailer
     /// dropped), or `None` when the ring is empty.
     pub fn read(&self) -> Result<Option<Vec<u8>>, ReadError> {
-        let d = self.from_guest();
+        let d = self.guest_to_host();
         let windex = d.load(WINDEX) as usize;
         let rindex = d.load(RINDEX) as usize;
-        if windex >= d.size || rindex >= d.size || windex % 8 != 0 || rindex % 8 != 0 {
+        if windex >= d.size
+            || rindex >= d.size
+            || !windex.is_multiple_of(8)
+            || !rindex.is_multiple_of(8)
+        {
             return Err(ReadError::Corrupt(format!(
                 "indices write {windex} read {rindex} outside the {}-byte ring or unaligned",
                 d.size
@@ -186,18 +190,18 @@ impl RingPair {
 
     /// Does the guest want to be signalled (its receive ring not masked)?
     pub fn guest_wants_interrupts(&self) -> bool {
-        self.to_guest().load(IMASK) == 0
+        self.host_to_guest().load(IMASK) == 0
     }
 
     /// Masks or unmasks the host's own notifications (the guest reads this
     /// before signalling; Hyper-V sets it while it drains the ring).
     pub fn set_host_imask(&self, masked: bool) {
-        self.from_guest().store(IMASK, u32::from(masked));
+        self.guest_to_host().store(IMASK, u32::from(masked));
     }
 
     /// Masks the guest's receive ring, as `uio_hv_generic` does on open.
     pub fn mask_guest(&self, masked: bool) {
-        self.to_guest().store(IMASK, u32::from(masked));
+        self.host_to_guest().store(IMASK, u32::from(masked));
     }
 
     /// Writes one packet (already padded to 8 bytes) for the guest. Returns
@@ -207,10 +211,10 @@ impl RingPair {
     /// are free.
     pub fn write(&self, pkt: &[u8]) -> Result<bool, WriteError> {
         assert!(pkt.len().is_multiple_of(8) && pkt.len() >= HEADER_LEN);
-        let d = self.to_guest();
+        let d = self.host_to_guest();
         let windex = d.load(WINDEX) as usize;
         let rindex = d.load(RINDEX) as usize;
-        if windex >= d.size || rindex >= d.size || rindex % 8 != 0 {
+        if windex >= d.size || rindex >= d.size || !rindex.is_multiple_of(8) {
             return Err(WriteError::Corrupt(format!(
                 "indices write {windex} read {rindex} outside the {}-byte ring or unaligned",
                 d.size
@@ -234,14 +238,14 @@ impl RingPair {
 
     /// Is there nothing for the guest to read?
     pub fn guest_ring_empty(&self) -> bool {
-        let d = self.to_guest();
+        let d = self.host_to_guest();
         d.load(WINDEX) == d.load(RINDEX)
     }
 
     /// Indices of both rings (write, read), for diagnostics.
     pub fn indices(&self) -> [(u32, u32); 2] {
-        let a = self.from_guest();
-        let b = self.to_guest();
+        let a = self.guest_to_host();
+        let b = self.host_to_guest();
         [
             (a.load(WINDEX), a.load(RINDEX)),
             (b.load(WINDEX), b.load(RINDEX)),
@@ -256,7 +260,7 @@ pub(crate) mod tests {
 
     /// Writes into the guest-to-host ring as DPDK's `vmbus_txbr_write` does.
     pub(crate) fn guest_send(rp: &RingPair, pkt: &[u8]) -> bool {
-        let d = rp.from_guest();
+        let d = rp.guest_to_host();
         let windex = d.load(WINDEX) as usize;
         let rindex = d.load(RINDEX) as usize;
         let total = pkt.len() + 8;
@@ -271,7 +275,7 @@ pub(crate) mod tests {
 
     /// Reads from the host-to-guest ring as DPDK's `vmbus_rxbr_read` does.
     pub(crate) fn guest_recv(rp: &RingPair) -> Option<Vec<u8>> {
-        let d = rp.to_guest();
+        let d = rp.host_to_guest();
         let windex = d.load(WINDEX) as usize;
         let rindex = d.load(RINDEX) as usize;
         if windex == rindex {
@@ -309,23 +313,23 @@ pub(crate) mod tests {
             assert_eq!(rp.write(&p), Ok(i == 0), "entry {i}");
         }
         assert_eq!(rp.write(&p), Err(WriteError::Full(48)));
-        assert_eq!(rp.to_guest().load(PENDING_SEND), 48);
+        assert_eq!(rp.host_to_guest().load(PENDING_SEND), 48);
         guest_recv(&rp).unwrap();
         assert_eq!(rp.write(&p), Ok(false));
-        assert_eq!(rp.to_guest().load(PENDING_SEND), 0);
+        assert_eq!(rp.host_to_guest().load(PENDING_SEND), 0);
     }
 
     #[test]
     fn corrupt_indices_and_lengths_are_refused() {
         let rp = RingPair::new(c"t", 8192).unwrap();
-        rp.from_guest().store(WINDEX, 5000);
+        rp.guest_to_host().store(WINDEX, 5000);
         assert!(matches!(rp.read(), Err(ReadError::Corrupt(_))));
-        rp.from_guest().store(WINDEX, 16);
+        rp.guest_to_host().store(WINDEX, 16);
         assert!(matches!(rp.read(), Err(ReadError::Corrupt(_))));
         // A descriptor claiming more than was written.
         let mut p = chanpkt::inband(0, 0, &[0; 8]);
         p[4] = 200;
-        rp.from_guest().store(WINDEX, 0);
+        rp.guest_to_host().store(WINDEX, 0);
         assert!(guest_send(&rp, &p));
         assert!(matches!(rp.read(), Err(ReadError::Corrupt(_))));
     }
@@ -333,8 +337,8 @@ pub(crate) mod tests {
     #[test]
     fn features_offer_pending_send_size() {
         let rp = RingPair::new(c"t", 8192).unwrap();
-        assert_eq!(rp.to_guest().load(FEATURES), FEAT_PENDING_SEND_SZ);
-        assert_eq!(rp.from_guest().load(FEATURES), FEAT_PENDING_SEND_SZ);
+        assert_eq!(rp.host_to_guest().load(FEATURES), FEAT_PENDING_SEND_SZ);
+        assert_eq!(rp.guest_to_host().load(FEATURES), FEAT_PENDING_SEND_SZ);
         assert!(rp.guest_wants_interrupts());
         rp.mask_guest(true);
         assert!(!rp.guest_wants_interrupts());

@@ -103,12 +103,29 @@ fn u16_at(b: &[u8], off: usize) -> Option<u16> {
 /// inconsistent messages).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Control {
-    Init { rid: u32, major: u32, minor: u32, max_xfer: u32 },
-    Halt { rid: u32 },
-    Query { rid: u32, oid: u32, input: Vec<u8> },
-    Set { rid: u32, oid: u32, data: Vec<u8> },
+    Init {
+        rid: u32,
+        major: u32,
+        minor: u32,
+        max_xfer: u32,
+    },
+    Halt {
+        rid: u32,
+    },
+    Query {
+        rid: u32,
+        oid: u32,
+        input: Vec<u8>,
+    },
+    Set {
+        rid: u32,
+        oid: u32,
+        data: Vec<u8>,
+    },
     Reset,
-    Keepalive { rid: u32 },
+    Keepalive {
+        rid: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -270,7 +287,8 @@ pub fn offload_caps(lso_max: u32) -> Vec<u8> {
     m[0] = NDIS_OBJTYPE_OFFLOAD;
     m[1] = 3;
     m[2..4].copy_from_slice(&156u16.to_le_bytes());
-    let put = |m: &mut Vec<u8>, off: usize, v: u32| m[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    let put =
+        |m: &mut Vec<u8>, off: usize, v: u32| m[off..off + 4].copy_from_slice(&v.to_le_bytes());
     const ENCAP_8023: u32 = 0x2;
     // ndis_csum at 4: ip4 tx encap/caps, ip4 rx, ip6 tx, ip6 rx.
     put(&mut m, 4, ENCAP_8023);
@@ -333,13 +351,19 @@ impl RssParams {
         let keyoff = u32_at(b, 24).expect("len") as usize;
         let table_bytes = b
             .get(indoff..indoff.saturating_add(indsize))
-            .ok_or(format!("RSS table {indsize} bytes at {indoff} outside {}", b.len()))?;
-        if indsize % 4 != 0 || indsize / 4 > NDIS_HASH_INDCNT {
+            .ok_or(format!(
+                "RSS table {indsize} bytes at {indoff} outside {}",
+                b.len()
+            ))?;
+        if !indsize.is_multiple_of(4) || indsize / 4 > NDIS_HASH_INDCNT {
             return Err(format!("RSS table of {indsize} bytes"));
         }
         let key = b
             .get(keyoff..keyoff.saturating_add(keysize))
-            .ok_or(format!("RSS key {keysize} bytes at {keyoff} outside {}", b.len()))?;
+            .ok_or(format!(
+                "RSS key {keysize} bytes at {keyoff} outside {}",
+                b.len()
+            ))?;
         Ok(RssParams {
             disabled: flags & NDIS_RSS_FLAG_DISABLE != 0,
             hash,
@@ -377,7 +401,10 @@ impl PacketMsg {
     pub fn decode(b: &[u8]) -> Result<PacketMsg, String> {
         let ty = u32_at(b, 0).ok_or("RNDIS packet header missing")?;
         if ty != PACKET_MSG || b.len() < PACKET_HDR_LEN {
-            return Err(format!("RNDIS message type {ty:#x} of {} bytes, not a packet", b.len()));
+            return Err(format!(
+                "RNDIS message type {ty:#x} of {} bytes, not a packet",
+                b.len()
+            ));
         }
         let f = |off| u32_at(b, off).expect("header length checked") as usize;
         let (len, doff, dlen, ioff, ilen) = (f(4), f(8), f(12), f(28), f(32));
@@ -393,15 +420,15 @@ impl PacketMsg {
         let mut ppis = Vec::new();
         if ilen > 0 {
             let start = ioff + PACKET_OFFSET_BASE;
-            let info = b
-                .get(start..start.saturating_add(ilen))
-                .ok_or(format!("RNDIS packet info {ilen} bytes at {start} not present"))?;
+            let info = b.get(start..start.saturating_add(ilen)).ok_or(format!(
+                "RNDIS packet info {ilen} bytes at {start} not present"
+            ))?;
             let mut rest = info;
             while !rest.is_empty() {
                 let size = u32_at(rest, 0).ok_or("truncated per-packet info")? as usize;
                 let ty = u32_at(rest, 4).ok_or("truncated per-packet info")?;
                 let off = u32_at(rest, 8).ok_or("truncated per-packet info")? as usize;
-                if size < 12 || size > rest.len() || size % 4 != 0 || off > size {
+                if size < 12 || size > rest.len() || !size.is_multiple_of(4) || off > size {
                     return Err(format!("per-packet info of size {size}, offset {off}"));
                 }
                 if let Some(v) = u32_at(&rest[..size], off) {
@@ -462,7 +489,15 @@ mod tests {
     #[test]
     fn query_and_set_decode() {
         let mut q = Vec::new();
-        for w in [QUERY_MSG, 28 + 4, 9, OID_GEN_RECEIVE_SCALE_CAPABILITIES, 4, 20, 0] {
+        for w in [
+            QUERY_MSG,
+            28 + 4,
+            9,
+            OID_GEN_RECEIVE_SCALE_CAPABILITIES,
+            4,
+            20,
+            0,
+        ] {
             q.extend_from_slice(&w.to_le_bytes());
         }
         q.extend_from_slice(&[0x88, 2, 18, 0]);
@@ -475,7 +510,16 @@ mod tests {
             }
         );
         let mut s = Vec::new();
-        for w in [SET_MSG, 32, 3, OID_GEN_CURRENT_PACKET_FILTER, 4, 20, 0, 0x0d] {
+        for w in [
+            SET_MSG,
+            32,
+            3,
+            OID_GEN_CURRENT_PACKET_FILTER,
+            4,
+            20,
+            0,
+            0x0d,
+        ] {
             s.extend_from_slice(&w.to_le_bytes());
         }
         assert_eq!(
@@ -488,12 +532,21 @@ mod tests {
         );
         // Information buffer outside the message.
         s[16] = 40;
-        assert!(matches!(Control::decode(&s), Err(ControlError::BadLength(_))));
+        assert!(matches!(
+            Control::decode(&s),
+            Err(ControlError::BadLength(_))
+        ));
         // Length beyond the bytes.
         let mut t = s.clone();
         t[4] = 200;
-        assert!(matches!(Control::decode(&t), Err(ControlError::BadLength(_))));
-        assert!(matches!(Control::decode(&[1, 2, 3]), Err(ControlError::Short(3))));
+        assert!(matches!(
+            Control::decode(&t),
+            Err(ControlError::BadLength(_))
+        ));
+        assert!(matches!(
+            Control::decode(&[1, 2, 3]),
+            Err(ControlError::Short(3))
+        ));
         let mut u = vec![0x99, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0];
         assert_eq!(Control::decode(&u), Err(ControlError::Unknown(0x99)));
         u[0] = 3;
@@ -523,11 +576,17 @@ mod tests {
         assert_eq!(i.len(), 52);
         assert_eq!(&i[..8], &[0x02, 0, 0, 0x80, 52, 0, 0, 0]);
         assert_eq!(&i[32..44], &[8, 0, 0, 0, 0, 0x40, 0, 0, 3, 0, 0, 0]);
-        assert_eq!(set_cmplt(7, 0), [5, 0, 0, 0x80, 16, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            set_cmplt(7, 0),
+            [5, 0, 0, 0x80, 16, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0]
+        );
         let caps = offload_caps(62780);
         assert_eq!((caps.len(), caps[0], caps[1]), (156, 0xa7, 3));
         assert_eq!(&caps[2..4], &[156, 0]);
-        assert_eq!(rss_caps(8), [0x88, 2, 18, 0, 1, 7, 0, 0, 8, 0, 0, 0, 8, 0, 0, 0, 128, 0]);
+        assert_eq!(
+            rss_caps(8),
+            [0x88, 2, 18, 0, 1, 7, 0, 0, 8, 0, 0, 0, 8, 0, 0, 0, 128, 0]
+        );
     }
 
     /// The RSS parameters `hn_rndis_conf_rss` sends: the 40-byte header,
@@ -566,8 +625,14 @@ mod tests {
         let m = packet_msg(
             &frame,
             &[
-                Ppi { ty: PPI_HASHVAL, value: 2 },
-                Ppi { ty: PPI_CSUM, value: TXCSUM_IPV4 | TXCSUM_IPCS },
+                Ppi {
+                    ty: PPI_HASHVAL,
+                    value: 2,
+                },
+                Ppi {
+                    ty: PPI_CSUM,
+                    value: TXCSUM_IPV4 | TXCSUM_IPCS,
+                },
             ],
         );
         assert_eq!(m.len(), 44 + 32 + 60);

@@ -49,7 +49,9 @@ impl Sections {
             }
             match self.free[start..start + n].iter().position(|f| !f) {
                 None => {
-                    self.free[start..start + n].iter_mut().for_each(|f| *f = false);
+                    self.free[start..start + n]
+                        .iter_mut()
+                        .for_each(|f| *f = false);
                     self.busy.insert(start as u32, n as u32);
                     self.cursor = (start + n) % total;
                     return Some(start as u32);
@@ -68,7 +70,9 @@ impl Sections {
         match self.busy.remove(&first) {
             Some(n) => {
                 let s = first as usize;
-                self.free[s..s + n as usize].iter_mut().for_each(|f| *f = true);
+                self.free[s..s + n as usize]
+                    .iter_mut()
+                    .for_each(|f| *f = true);
                 true
             }
             None => false,

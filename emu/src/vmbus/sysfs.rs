@@ -36,7 +36,9 @@ pub fn device_dir(root: &Path, uuid: &str) -> PathBuf {
 }
 
 pub fn channel_dir(root: &Path, uuid: &str, relid: u32) -> PathBuf {
-    device_dir(root, uuid).join("channels").join(relid.to_string())
+    device_dir(root, uuid)
+        .join("channels")
+        .join(relid.to_string())
 }
 
 /// GPADL handles of the receive and send buffers of NIC `index`.
@@ -93,7 +95,10 @@ pub fn create(root: &Path, nics: &[NetvscConfig]) -> io::Result<()> {
         write(&d.join("class_id"), &format!("{{{NET_CLASS}}}\n"))?;
         write(&d.join("device_id"), &format!("{{{}}}\n", n.uuid()))?;
         write(&d.join("id"), &format!("{}\n", n.relid()))?;
-        write(&d.join("monitor_id"), &format!("{}\n", monitor_id(n.relid())))?;
+        write(
+            &d.join("monitor_id"),
+            &format!("{}\n", monitor_id(n.relid())),
+        )?;
         write(&d.join("numa_node"), "0\n")?;
         let link = d.join("driver");
         if fs::read_link(&link).is_err() {

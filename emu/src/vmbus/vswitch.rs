@@ -117,7 +117,11 @@ pub struct Vswitch {
 impl Vswitch {
     /// Builds the links of `cfg.netvsc` (MANA ports found by MAC) and starts
     /// the VMBus host. `device_wake` is the device thread's eventfd.
-    pub fn new(cfg: &Config, port_macs: &[[u8; 6]], device_wake: RawFd) -> std::io::Result<Vswitch> {
+    pub fn new(
+        cfg: &Config,
+        port_macs: &[[u8; 6]],
+        device_wake: RawFd,
+    ) -> std::io::Result<Vswitch> {
         if cfg.netvsc.is_empty() {
             return Ok(Vswitch::default());
         }
@@ -207,10 +211,7 @@ impl Vswitch {
         let Some(link) = &self.link else { return };
         for n in link.nics.iter().filter(|n| n.vf_pci == pci) {
             n.vf_present.store(ev == VfEvent::Added, Ordering::Release);
-            n.events
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(ev);
+            n.events.lock().unwrap_or_else(|e| e.into_inner()).push(ev);
         }
         link.wake_host();
     }
