@@ -233,6 +233,11 @@ impl State {
         Ok(st)
     }
 
+    /// The VMBus host of the synthetic NICs (`[[netvsc]]`), if any.
+    pub fn vmbus(&self) -> Option<std::sync::Arc<crate::vmbus::VmbusHost>> {
+        self.vswitch.host()
+    }
+
     fn handle(&mut self) -> u32 {
         let h = self.next_handle;
         self.next_handle += 1;

@@ -607,18 +607,21 @@ impl Nic {
             },
             None => None,
         };
-        let mut ok = true;
         if r.mtype.get() == nvsp::RNDIS_MTYPE_CTRL {
+            // The transfer completes first; the RNDIS completion follows
+            // through the receive buffer.
+            self.reply(st, ch, p, nvsp::rndis_ack(nvsp::STATUS_OK).as_bytes());
             for b in chim.iter().chain(direct.iter()) {
-                ok &= self.control(st, b);
+                self.control(st, b);
             }
-        } else {
-            if let Some(b) = &chim {
-                ok &= self.tx_aggregate(st, ch, b);
-            }
-            if let Some(b) = &direct {
-                ok &= self.tx_one(st, ch, b, b.len()).is_some();
-            }
+            return;
+        }
+        let mut ok = true;
+        if let Some(b) = &chim {
+            ok &= self.tx_aggregate(st, ch, b);
+        }
+        if let Some(b) = &direct {
+            ok &= self.tx_one(st, ch, b, b.len()).is_some();
         }
         let status = if ok {
             nvsp::STATUS_OK
@@ -680,14 +683,12 @@ impl Nic {
     }
 
     /// Handles one control message; queues its completion on the primary
-    /// channel. False for a message the host could not parse.
-    fn control(&self, st: &mut State, b: &[u8]) -> bool {
+    /// channel. A message the host cannot parse gets none (as RNDIS has no
+    /// request id to answer it by); the error is reported.
+    fn control(&self, st: &mut State, b: &[u8]) {
         let c = match Control::decode(b) {
             Ok(c) => c,
-            Err(e) => {
-                Self::error(st, e.to_string());
-                return false;
-            }
+            Err(e) => return Self::error(st, e.to_string()),
         };
         let reply = match c {
             Control::Init { rid, .. } => {
@@ -735,7 +736,6 @@ impl Nic {
                 self.send_vf_assoc(st, true);
             }
         }
-        true
     }
 
     fn query(&self, st: &State, oid: u32) -> (u32, Vec<u8>) {
