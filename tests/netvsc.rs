@@ -120,6 +120,15 @@ fn assert_no_mbuf_leak_with(t: &mut Testpmd, dump: &str, baseline: u64) {
     );
 }
 
+/// The frames on A's wire (its pcap) are exactly `frames`, in any order.
+fn assert_wire(wire: &std::path::Path, frames: Vec<Vec<u8>>, what: &str) {
+    let mut sent = mana_emu::backend::read_pcap(wire).unwrap();
+    let mut orig = frames;
+    sent.sort();
+    orig.sort();
+    assert!(sent == orig, "{what}");
+}
+
 /// Runs a command until its reply contains `expect` (a reply can come back
 /// empty when testpmd's first prompt and the command cross), at most three
 /// times; returns the last reply.
@@ -218,11 +227,7 @@ fn synthetic_io(nq: usize) {
         .collect();
     assert_eq!(per_q, spread);
     t.quit().unwrap();
-    let mut sent = mana_emu::backend::read_pcap(&wire).unwrap();
-    let mut orig = fr;
-    sent.sort();
-    orig.sort();
-    assert!(sent == orig, "the wire carries exactly the frames received");
+    assert_wire(&wire, fr, "the wire carries exactly the frames received");
 }
 
 #[test]
@@ -352,11 +357,7 @@ fn vf_io(nq: usize) {
     assert_eq!(live_queue_packets(&dev, "rq", MAC_A), spread);
     assert_eq!(live_queue_packets(&dev, "sq", MAC_A), spread);
     t.quit().unwrap();
-    let mut sent = mana_emu::backend::read_pcap(&wire).unwrap();
-    let mut orig = fr;
-    sent.sort();
-    orig.sort();
-    assert!(sent == orig, "the wire carries exactly the frames received");
+    assert_wire(&wire, fr, "the wire carries exactly the frames received");
 }
 
 #[test]
@@ -510,13 +511,10 @@ fn hot_remove_and_add(d: &Dpdk) {
     assert_no_mbuf_leak_with(&mut t, d.dump_mempool, baseline);
     let out = t.quit().unwrap();
     assert!(!out.contains("RNDIS response timed out"), "{out}");
-    let mut sent = mana_emu::backend::read_pcap(&wire).unwrap();
-    let mut orig: Vec<Vec<u8>> = [f1, f2, f3].concat();
-    sent.sort();
-    orig.sort();
-    assert!(
-        sent == orig,
-        "the wire carries every frame once, whichever door it took"
+    assert_wire(
+        &wire,
+        [f1, f2, f3].concat(),
+        "the wire carries every frame once, whichever door it took",
     );
 }
 

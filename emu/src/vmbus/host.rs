@@ -9,21 +9,11 @@ use super::vswitch::Link;
 use super::NetvscReport;
 use crate::config::Config;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-pub fn eventfd() -> io::Result<OwnedFd> {
-    // SAFETY: plain eventfd(2).
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
 
 pub struct VmbusHost {
     pub nics: Vec<Arc<Nic>>,

@@ -148,7 +148,7 @@ impl Vswitch {
                 to_vf: AtomicU64::new(0),
             });
         }
-        let host_wake = Arc::new(super::host::eventfd()?);
+        let host_wake = Arc::new(crate::fd::eventfd()?);
         let link = Arc::new(Link {
             nics,
             to_wire: Mutex::new(Vec::new()),
