@@ -408,18 +408,16 @@ fn a_hot_remove_during_recovery_ends_in_removal() {
     let mut t = spawn(&env, &["--forward-mode=txonly"]);
     t.cmd("start").unwrap();
     t.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
-    wait_for_events(&t, 0, "error recovery failed", 1, Duration::from_secs(10));
-    wait_for_events(&t, 1, "error recovery failed", 1, Duration::from_secs(10));
+    wait_for_events(&t, 0, "device removal", 1, Duration::from_secs(10));
+    wait_for_events(&t, 1, "device removal", 1, Duration::from_secs(10));
     t.cmd("stop").unwrap();
     t.cmd("port stop all").unwrap();
     t.cmd("port close all").unwrap();
     let out = t.quit().unwrap();
-    // testpmd asks for removal events (intr_conf.rmv): RMV follows FAILED.
-    assert_eq!(
-        event_sequence(&out, 0),
-        ["RECOVERING", "FAILED", "RMV"],
-        "{out}"
-    );
+    // testpmd asks for removal events (intr_conf.rmv): RMV ends the
+    // recovery, not FAILED (one terminal event; netvsc 26.07 crashes on
+    // both, see tests/netvsc.rs).
+    assert_eq!(event_sequence(&out, 0), ["RECOVERING", "RMV"], "{out}");
     assert!(
         out.contains("the PCI function was removed; close the port"),
         "{out}"

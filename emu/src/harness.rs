@@ -298,9 +298,22 @@ pub struct TestpmdBuilder<'a> {
     timeout: Duration,
     file_prefix: Option<String>,
     hugepages: bool,
+    envs: Vec<(String, String)>,
+    binary: PathBuf,
 }
 
 impl<'a> TestpmdBuilder<'a> {
+    /// The testpmd to run (default: `dpdk-testpmd` from `PATH`), e.g. one
+    /// of another DPDK release (with `LD_LIBRARY_PATH` through `env`).
+    pub fn testpmd(mut self, bin: PathBuf) -> Self {
+        self.binary = bin;
+        self
+    }
+    /// An environment variable for testpmd.
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.envs.push((k.into(), v.into()));
+        self
+    }
     /// The PMD plugin passed with `-d` (must not be in a world-writable dir).
     pub fn driver(mut self, p: PathBuf) -> Self {
         self.driver = Some(p);
@@ -366,7 +379,7 @@ impl<'a> TestpmdBuilder<'a> {
         // stdout is a pipe: make testpmd's printf output line-buffered so
         // replies arrive before the next prompt (stdbuf execs, same pid).
         let mut cmd = Command::new("stdbuf");
-        cmd.args(["-oL", "-eL", "dpdk-testpmd"]);
+        cmd.args(["-oL", "-eL"]).arg(&self.binary);
         if self.hugepages {
             cmd.args(["-m", "256"]);
         } else {
@@ -398,6 +411,9 @@ impl<'a> TestpmdBuilder<'a> {
         cmd.env("LD_PRELOAD", preload.join(" "));
         cmd.env("MANA_EMU_CONFIG", &self.env.config_path);
         cmd.env("SYSFS_PCI_DEVICES", self.env.pci_devices());
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
         // stdout and stderr share one pipe, so what a command logs is read
         // in the order written: before the prompt that follows it.
         let (reader, writer) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
@@ -477,6 +493,8 @@ impl Testpmd {
             timeout: Duration::from_secs(120),
             file_prefix: None,
             hugepages: false,
+            envs: Vec::new(),
+            binary: PathBuf::from("dpdk-testpmd"),
         }
     }
 

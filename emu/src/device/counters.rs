@@ -83,6 +83,9 @@ pub struct Counters {
     pub device: DeviceCounters,
     pub ports: Vec<PortReport>,
     pub queues: Vec<QueueReport>,
+    /// Synthetic NICs sharing the ports' wires (`crate::vmbus`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub netvsc: Vec<crate::vmbus::NetvscReport>,
 }
 
 impl Counters {
@@ -135,6 +138,7 @@ impl State {
                 })
                 .collect(),
             queues,
+            netvsc: self.vswitch.reports(),
         }
     }
 }

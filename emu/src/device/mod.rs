@@ -119,6 +119,8 @@ pub struct State {
     ring: &'static DbRing,
     wake_fd: RawFd,
     mtu_watch: MtuWatch,
+    /// Synthetic NICs sharing the ports' wires (`crate::vmbus`).
+    vswitch: crate::vmbus::Vswitch,
 }
 
 impl Drop for State {
@@ -222,10 +224,18 @@ impl State {
             closed_pages: VecDeque::new(),
             ring,
             wake_fd,
+            vswitch: crate::vmbus::Vswitch::default(),
         };
+        let macs: Vec<[u8; 6]> = st.ports.iter().map(|p| p.mac).collect();
+        st.vswitch = crate::vmbus::Vswitch::new(cfg, &macs, wake_fd)?;
         // The ports start with what their netdev's file says.
         st.refresh_mtu(true);
         Ok(st)
+    }
+
+    /// The VMBus host of the synthetic NICs (`[[netvsc]]`), if any.
+    pub fn vmbus(&self) -> Option<std::sync::Arc<crate::vmbus::VmbusHost>> {
+        self.vswitch.host()
     }
 
     fn handle(&mut self) -> u32 {
