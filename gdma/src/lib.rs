@@ -89,6 +89,7 @@ mod doorbell;
 mod eqe;
 mod error;
 mod hwc;
+pub mod regs;
 mod rss;
 mod smc;
 mod tx;
