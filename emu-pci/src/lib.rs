@@ -19,6 +19,7 @@ pub mod gdma;
 pub mod guest;
 pub mod interrupts;
 pub mod ledger;
+pub mod logging;
 pub mod mana;
 pub mod memory;
 pub mod pci;

@@ -2,4 +2,6 @@
 //! (from the cached trixie chroot) with the device attached, and the
 //! serial control channel.
 
+pub mod console;
 pub mod initramfs;
+pub mod vm;
