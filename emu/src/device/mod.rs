@@ -25,6 +25,7 @@
 //! | `ports` | the ports' wire side: backends, backlogs, capture, MTU |
 //! | `counters` | device, port and queue counters |
 //! | `faults` | injected faults, their triggers and timers |
+//! | `hw` | objects a PCI function's control path creates directly (queues on DMA rings, guest-physical memory keys, vPort steering, EQ events) |
 //! | `thread` | the [`Emulator`] handle and the device thread that runs [`State::step`] |
 
 #![deny(unsafe_code)] // forbidden in every child but `mr`
@@ -35,6 +36,7 @@ mod cq;
 mod dma;
 mod doorbells;
 mod faults;
+mod hw;
 mod mr;
 mod objects;
 mod ports;
@@ -48,6 +50,7 @@ pub use counters::{
     Counters, DeviceCounters, PortCounters, PortReport, QueueCounters, QueueReport,
 };
 pub use faults::{Fault, Trigger};
+pub use hw::{hw_ctx, is_hw_ctx, VportRx};
 pub use objects::{
     align_hw_size, cq_buffer_size, rq_buffer_size, sq_buffer_size, wqe_size, Adapter, HashConf,
     Port, RawQpInfo, WqKind,
@@ -119,6 +122,9 @@ pub struct State {
     ring: &'static DbRing,
     wake_fd: RawFd,
     mtu_watch: MtuWatch,
+    /// (EQ, CQ id) of completion events hardware CQs raised, for the
+    /// device that owns the EQs to post (see `hw`).
+    eq_events: Vec<(u32, u32)>,
 }
 
 impl Drop for State {
@@ -140,6 +146,27 @@ impl State {
     /// The device as configured (`cfg` normalized), before any context:
     /// ports with their backends open, MTUs read from their netdevs.
     fn new(cfg: &Config, ring: &'static DbRing, wake_fd: RawFd) -> io::Result<State> {
+        let netdev_dirs = cfg
+            .adapters
+            .iter()
+            .flat_map(|a| {
+                a.ports
+                    .iter()
+                    .enumerate()
+                    .map(|(pi, _)| crate::sysfs::netdev_dir(&cfg.options.sysfs_root, a, pi))
+            })
+            .collect();
+        Self::build(cfg, ring, wake_fd, netdev_dirs)
+    }
+
+    /// The device as configured; `netdev_dirs` are the ports' netdev
+    /// directories whose `mtu` files the ports follow.
+    fn build(
+        cfg: &Config,
+        ring: &'static DbRing,
+        wake_fd: RawFd,
+        netdev_dirs: Vec<std::path::PathBuf>,
+    ) -> io::Result<State> {
         let mut adapters = Vec::new();
         let mut ports = Vec::new();
         let mut macs = Vec::new();
@@ -185,12 +212,6 @@ impl State {
                 cfg_index: ai,
             });
         }
-        let netdev_dirs = ports
-            .iter()
-            .map(|p: &Port| {
-                crate::sysfs::netdev_dir(&cfg.options.sysfs_root, &cfg.adapters[p.adapter], p.index)
-            })
-            .collect();
         let mut st = State {
             mtu_watch: MtuWatch::new(netdev_dirs),
             opts: cfg.options.clone(),
@@ -222,6 +243,7 @@ impl State {
             closed_pages: VecDeque::new(),
             ring,
             wake_fd,
+            eq_events: Vec::new(),
         };
         // The ports start with what their netdev's file says.
         st.refresh_mtu(true);
