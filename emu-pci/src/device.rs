@@ -6,10 +6,14 @@
 use crate::gdma::{DmaRegion, Eq, Hwc, IdPool, Registration};
 use crate::interrupts::Interrupts;
 use crate::ledger::Ledger;
+use crate::mana::{Vport, WqObj};
 use crate::memory::GuestMemory;
 use crate::pci::config::ConfigSpace;
 use crate::pci::MSIX_VECTORS;
+use mana_emu::config::{AdapterConfig, BackendConfig, Config, PortConfig};
+use mana_emu::device::State;
 use std::collections::BTreeMap;
+use std::io;
 
 /// What the device reports about itself.
 #[derive(Clone, Debug)]
@@ -23,6 +27,8 @@ pub struct DeviceConfig {
     pub max_queues: u32,
     /// Entries of the vPort's RSS indirection table.
     pub indirection_entries: u32,
+    /// Where the vPort's frames go on the host side.
+    pub backend: BackendConfig,
 }
 
 impl Default for DeviceConfig {
@@ -32,6 +38,38 @@ impl Default for DeviceConfig {
             adapter_mtu: 9014,
             max_queues: 16,
             indirection_entries: 64,
+            backend: BackendConfig::Loopback,
+        }
+    }
+}
+
+impl DeviceConfig {
+    /// The configuration of the shared device model: one adapter with one
+    /// port (the vPort), MAC-filtered as an Azure vPort is.
+    pub fn model_config(&self) -> Config {
+        let m = self.mac;
+        Config {
+            adapters: vec![AdapterConfig {
+                pci: "0000:00:01.0".into(),
+                numa_node: 0,
+                ib_name: None,
+                ib_name_after_reset: None,
+                subsystem_vendor: 0x1414,
+                subsystem_device: 0x0001,
+                ports: vec![PortConfig {
+                    mac: format!(
+                        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                        m[0], m[1], m[2], m[3], m[4], m[5]
+                    ),
+                    ifname: None,
+                    backend: self.backend.clone(),
+                    mtu: u32::from(self.adapter_mtu) - 14,
+                    kernel_if_up: false,
+                    lossless_rx: false,
+                    mac_filter: true,
+                }],
+            }],
+            ..Default::default()
         }
     }
 }
@@ -39,6 +77,10 @@ impl Default for DeviceConfig {
 pub struct Device {
     pub cfg: DeviceConfig,
     pub config: ConfigSpace,
+    /// The shared device model that moves the vPort's frames (queues,
+    /// WQEs, CQEs, offloads, RSS, the host-side backend). Declared before
+    /// `mem`: it holds regions of guest memory and is dropped first.
+    pub net: State,
     pub mem: GuestMemory,
     pub irqs: Interrupts,
     /// The SMC window's 32 bytes.
@@ -55,16 +97,22 @@ pub struct Device {
     pub(crate) wq_ids: IdPool,
     /// Registered GDMA devices by `gdma_dev_id` value.
     pub registered: BTreeMap<u32, Registration>,
+    pub vport: Vport,
+    /// WQ objects (`MANA_CREATE_WQ_OBJ`) by handle.
+    pub wq_objs: BTreeMap<u64, WqObj>,
+    pub(crate) next_wq_obj: u64,
     pub ledger: Ledger,
     /// Device-side problems seen (bad doorbells, malformed WQEs), counted.
     pub errors: BTreeMap<String, u64>,
 }
 
 impl Device {
-    pub fn new(cfg: DeviceConfig) -> Device {
-        Device {
+    pub fn new(cfg: DeviceConfig) -> io::Result<Device> {
+        let net = State::for_hardware(&cfg.model_config())?;
+        Ok(Device {
             cfg,
             config: ConfigSpace::new(),
+            net,
             mem: GuestMemory::default(),
             irqs: Interrupts::new(MSIX_VECTORS),
             smc: [0; gdma::SMC_APERTURE_SIZE],
@@ -77,9 +125,12 @@ impl Device {
             cq_ids: IdPool::new(0, crate::gdma::MAX_CQS),
             wq_ids: IdPool::new(0, crate::gdma::MAX_WQS),
             registered: BTreeMap::new(),
+            vport: Vport::default(),
+            wq_objs: BTreeMap::new(),
+            next_wq_obj: 0x100,
             ledger: Ledger::default(),
             errors: BTreeMap::new(),
-        }
+        })
     }
 
     /// Counts and logs a device-side problem.
@@ -89,16 +140,15 @@ impl Device {
     }
 
     /// A function-level reset: every object gone, the HWC down, the SMC
-    /// window back to the driver. Guest memory maps and interrupt eventfds
-    /// belong to the VMM and stay.
+    /// window back to the driver. Guest memory maps, interrupt eventfds and
+    /// the port's backend belong to the VMM and host and stay.
     pub fn reset(&mut self) {
-        let cfg = self.cfg.clone();
-        let mem = std::mem::take(&mut self.mem);
-        let irqs = std::mem::replace(&mut self.irqs, Interrupts::new(0));
-        let ledger = std::mem::take(&mut self.ledger);
-        *self = Device::new(cfg);
-        self.mem = mem;
-        self.irqs = irqs;
-        self.ledger = ledger;
+        if self.hwc.is_some() || !self.eqs.is_empty() || !self.regions.is_empty() {
+            self.reset_objects("a device reset");
+        }
+        self.hwc = None;
+        self.smc = [0; gdma::SMC_APERTURE_SIZE];
+        self.split_db.clear();
+        self.config = ConfigSpace::new();
     }
 }

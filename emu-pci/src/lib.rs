@@ -15,6 +15,7 @@
 //! | [`guest`] | the QEMU guest harness (initramfs, QEMU, console channel) |
 
 pub mod device;
+pub mod function;
 pub mod gdma;
 pub mod guest;
 pub mod interrupts;

@@ -7,12 +7,16 @@
 //! into it stays mapped until the queue lets go (a device with a stale
 //! IOMMU entry, not a dangling pointer). Guest memory is shared with a
 //! running guest, so every access is a raw copy, never a Rust reference.
+//! The data path reaches the same memory through the device model's
+//! regions ([`GuestMemory::regions`], and the [`DmaSpace`] a memory key
+//! translates through).
 
+use mana_emu::mem::{DmaSpace, Region};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{fence, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// One `DMA_MAP`: `len` bytes of guest-physical space at `gpa`, mapped at
 /// `host` in this process.
@@ -33,10 +37,22 @@ impl Drop for Mapping {
     }
 }
 
-/// The guest-physical address space the device may reach.
-#[derive(Default)]
+/// The guest-physical address space the device may reach. Clones share
+/// the same maps (the device model's memory key holds one).
+///
+/// A range QEMU unmaps is retired, not unmapped: it stays mapped in this
+/// process until the last clone is dropped, so a region the device model
+/// derived from it never dangles (the model may still point into it until
+/// the driver destroys the queue).
+#[derive(Clone, Default)]
 pub struct GuestMemory {
-    maps: Vec<Arc<Mapping>>,
+    maps: Arc<RwLock<Maps>>,
+}
+
+#[derive(Default)]
+struct Maps {
+    live: Vec<Arc<Mapping>>,
+    retired: Vec<Arc<Mapping>>,
 }
 
 /// A bounds-checked view of `len` bytes of guest memory starting at a
@@ -56,9 +72,16 @@ impl std::fmt::Debug for Window {
 }
 
 impl GuestMemory {
+    fn maps(&self) -> std::sync::RwLockReadGuard<'_, Maps> {
+        self.maps.read().unwrap_or_else(|e| e.into_inner())
+    }
+    fn maps_mut(&self) -> std::sync::RwLockWriteGuard<'_, Maps> {
+        self.maps.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Maps `size` bytes of `fd` at file offset `offset` as guest-physical
     /// `[gpa, gpa + size)`.
-    pub fn map(&mut self, gpa: u64, size: u64, fd: &File, offset: u64) -> io::Result<()> {
+    pub fn map(&self, gpa: u64, size: u64, fd: &File, offset: u64) -> io::Result<()> {
         if size == 0 || gpa.checked_add(size).is_none() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -81,8 +104,9 @@ impl GuestMemory {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        self.maps.retain(|m| m.gpa + m.len <= gpa || gpa + size <= m.gpa);
-        self.maps.push(Arc::new(Mapping {
+        let mut m = self.maps_mut();
+        m.retire(gpa, size);
+        m.live.push(Arc::new(Mapping {
             gpa,
             len: size,
             host: p as usize,
@@ -90,33 +114,72 @@ impl GuestMemory {
         Ok(())
     }
 
-    /// Forgets `[gpa, gpa + size)`. Windows already handed out keep their
-    /// pages mapped until they are dropped.
-    pub fn unmap(&mut self, gpa: u64, size: u64) {
-        self.maps
-            .retain(|m| m.gpa + m.len <= gpa || gpa.saturating_add(size) <= m.gpa);
-    }
-
-    /// Forgets everything (device reset, client gone).
-    pub fn clear(&mut self) {
-        self.maps.clear();
+    /// Forgets `[gpa, gpa + size)` for new accesses.
+    pub fn unmap(&self, gpa: u64, size: u64) {
+        self.maps_mut().retire(gpa, size);
     }
 
     /// Guest-physical bytes mapped.
     pub fn mapped_bytes(&self) -> u64 {
-        self.maps.iter().map(|m| m.len).sum()
+        self.maps().live.iter().map(|m| m.len).sum()
     }
 
     /// A window on `[gpa, gpa + len)`, if that range lies inside one mapping.
     pub fn window(&self, gpa: u64, len: usize) -> Option<Window> {
         let end = gpa.checked_add(len as u64)?;
-        let m = self.maps.iter().find(|m| gpa >= m.gpa && end <= m.gpa + m.len)?;
+        let maps = self.maps();
+        let m = maps
+            .live
+            .iter()
+            .find(|m| gpa >= m.gpa && end <= m.gpa + m.len)?;
         Some(Window {
             host: m.host + (gpa - m.gpa) as usize,
             len,
             gpa,
             _map: m.clone(),
         })
+    }
+
+    /// `[gpa, gpa + len)` as device-model regions, split where mappings
+    /// end; `None` if any byte is not guest memory.
+    pub fn regions(&self, gpa: u64, len: usize) -> Option<Vec<Region>> {
+        let mut out = Vec::new();
+        let (mut at, end) = (gpa, gpa.checked_add(len as u64)?);
+        let maps = self.maps();
+        while at < end {
+            let m = maps
+                .live
+                .iter()
+                .find(|m| at >= m.gpa && at < m.gpa + m.len)?;
+            let n = (m.gpa + m.len).min(end) - at;
+            // SAFETY: `[at, at + n)` lies inside mapping `m`, which is
+            // never unmapped while this GuestMemory or a clone exists
+            // (unmapped ranges are retired, see the type's doc). The
+            // regions go to the device model of the same function, which
+            // holds a clone through its memory key and is dropped before
+            // the function's own GuestMemory.
+            out.push(unsafe { Region::new(m.host + (at - m.gpa) as usize, n as usize) });
+            at += n;
+        }
+        Some(out)
+    }
+}
+
+impl Maps {
+    fn retire(&mut self, gpa: u64, size: u64) {
+        let end = gpa.saturating_add(size);
+        let (gone, keep): (Vec<_>, Vec<_>) = self
+            .live
+            .drain(..)
+            .partition(|m| m.gpa < end && gpa < m.gpa + m.len);
+        self.live = keep;
+        self.retired.extend(gone);
+    }
+}
+
+impl DmaSpace for GuestMemory {
+    fn translate(&self, addr: u64, len: usize) -> Option<Vec<Region>> {
+        self.regions(addr, len)
     }
 }
 
@@ -149,7 +212,11 @@ impl Window {
         // ours, so the ranges cannot overlap. The guest may write these
         // bytes concurrently: a byte copy sees some mix, as DMA would.
         unsafe {
-            std::ptr::copy_nonoverlapping((self.host + off) as *const u8, out.as_mut_ptr(), out.len())
+            std::ptr::copy_nonoverlapping(
+                (self.host + off) as *const u8,
+                out.as_mut_ptr(),
+                out.len(),
+            )
         }
     }
 
@@ -204,7 +271,7 @@ mod tests {
     #[test]
     fn windows_translate_and_check_bounds() {
         let f = memfd(0x4000);
-        let mut gm = GuestMemory::default();
+        let gm = GuestMemory::default();
         gm.map(0x10_0000, 0x2000, &f, 0x1000).unwrap();
         let w = gm.window(0x10_1000, 16).unwrap();
         w.write(0, b"hello");
@@ -219,16 +286,22 @@ mod tests {
         assert!(gm.window(0x0f_ffff, 2).is_none());
         w.write_entry(4, &[1, 2, 3, 4, 5, 6, 7, 8], 0xa000_0001);
         assert_eq!(w.read_u32(12), 0xa000_0001);
+        // A range across two mappings splits into two regions.
+        gm.map(0x10_2000, 0x1000, &f, 0).unwrap();
+        let r = gm.regions(0x10_1ff0, 0x20).unwrap();
+        assert_eq!(r.iter().map(|r| r.len()).collect::<Vec<_>>(), [0x10, 0x10]);
+        assert!(gm.regions(0x10_2ff0, 0x20).is_none());
     }
 
     #[test]
     fn unmapped_window_stays_valid() {
         let f = memfd(0x1000);
-        let mut gm = GuestMemory::default();
+        let gm = GuestMemory::default();
         gm.map(0, 0x1000, &f, 0).unwrap();
         let w = gm.window(0x10, 4).unwrap();
         gm.unmap(0, 0x1000);
         assert!(gm.window(0x10, 4).is_none());
+        assert!(gm.regions(0x10, 4).is_none());
         w.write(0, b"abcd");
         assert_eq!(w.read_u32(0), u32::from_le_bytes(*b"abcd"));
     }

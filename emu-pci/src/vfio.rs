@@ -110,7 +110,12 @@ impl ServerBackend for Backend {
             }
             // BAR2 holds the MSI-X table and PBA, which QEMU emulates.
             VFIO_PCI_BAR2_REGION_INDEX if offset + data.len() as u64 <= BAR2_SIZE => data.fill(0),
-            _ => return Err(bad(format!("read of region {region} at {offset:#x}+{}", data.len()))),
+            _ => {
+                return Err(bad(format!(
+                    "read of region {region} at {offset:#x}+{}",
+                    data.len()
+                )))
+            }
         }
         Ok(())
     }
@@ -124,7 +129,12 @@ impl ServerBackend for Backend {
                 d.bar0_write(off, data)
             }
             VFIO_PCI_BAR2_REGION_INDEX if offset + data.len() as u64 <= BAR2_SIZE => {}
-            _ => return Err(bad(format!("write of region {region} at {offset:#x}+{}", data.len()))),
+            _ => {
+                return Err(bad(format!(
+                    "write of region {region} at {offset:#x}+{}",
+                    data.len()
+                )))
+            }
         }
         Ok(())
     }
@@ -137,7 +147,7 @@ impl ServerBackend for Backend {
         size: u64,
         fd: Option<File>,
     ) -> io::Result<()> {
-        let mut d = lock(&self.dev);
+        let d = lock(&self.dev);
         match fd {
             Some(f) => {
                 d.mem.map(address, size, &f, offset)?;
@@ -145,12 +155,19 @@ impl ServerBackend for Backend {
             }
             // Memory QEMU cannot share (ROMs, MMIO): the device cannot
             // reach it, as if an IOMMU did not map it.
-            None => log::debug!("DMA map {address:#x}+{size:#x} without a descriptor: not reachable"),
+            None => {
+                log::debug!("DMA map {address:#x}+{size:#x} without a descriptor: not reachable")
+            }
         }
         Ok(())
     }
 
-    fn dma_unmap(&mut self, _flags: vfio_user::DmaUnmapFlags, address: u64, size: u64) -> io::Result<()> {
+    fn dma_unmap(
+        &mut self,
+        _flags: vfio_user::DmaUnmapFlags,
+        address: u64,
+        size: u64,
+    ) -> io::Result<()> {
         lock(&self.dev).mem.unmap(address, size);
         log::debug!("DMA unmap {address:#x}+{size:#x}");
         Ok(())
@@ -158,17 +175,22 @@ impl ServerBackend for Backend {
 
     fn reset(&mut self) -> io::Result<()> {
         log::info!("device reset");
-        let mut d = lock(&self.dev);
-        if d.hwc.is_some() {
-            d.reset_objects("a device reset");
-        }
-        d.reset();
+        lock(&self.dev).reset();
         Ok(())
     }
 
-    fn set_irqs(&mut self, index: u32, flags: u32, start: u32, count: u32, fds: Vec<File>) -> io::Result<()> {
+    fn set_irqs(
+        &mut self,
+        index: u32,
+        flags: u32,
+        start: u32,
+        count: u32,
+        fds: Vec<File>,
+    ) -> io::Result<()> {
         if index != VFIO_PCI_MSIX_IRQ_INDEX {
-            return Err(bad(format!("SET_IRQS for IRQ index {index}: only MSI-X exists")));
+            return Err(bad(format!(
+                "SET_IRQS for IRQ index {index}: only MSI-X exists"
+            )));
         }
         let mut d = lock(&self.dev);
         if flags & VFIO_IRQ_SET_ACTION_TRIGGER == 0 {

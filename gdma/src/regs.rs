@@ -58,7 +58,7 @@ impl WireType for VfRegs {
         crate::error::mbz(Self::NAME, "reserved2", self.reserved2.get() as u64)?;
         crate::error::mbz(Self::NAME, "reserved3", self.reserved3.get() as u64)?;
         let size = self.db_page_size.get();
-        if size & 0xffff == 0 || size > 0xffff || size % 4096 != 0 {
+        if size & 0xffff == 0 || size > 0xffff || !size.is_multiple_of(4096) {
             return Err(DecodeError::InvalidField {
                 what: Self::NAME,
                 field: "db_page_size",

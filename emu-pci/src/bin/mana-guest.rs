@@ -1,9 +1,11 @@
 //! Runs the guest tier: boots the trixie 6.12 kernel under QEMU with the
 //! MANA function attached and runs the scenarios (see `scripts/guest.sh`).
 
-use mana_pci::device::{Device, DeviceConfig};
+use mana_emu::config::BackendConfig;
+use mana_pci::device::DeviceConfig;
+use mana_pci::function::Function;
+use mana_pci::guest::peer::Peer;
 use mana_pci::guest::vm::{Pieces, RunDir, Vm, VmOptions};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 fn main() {
@@ -12,12 +14,16 @@ fn main() {
         eprintln!("mana-guest: {e}");
         std::process::exit(2)
     });
+    let peer = Peer::new().unwrap();
     let run = RunDir::new(&p).unwrap();
     let sock = run.host_path("mana.sock");
-    let server = mana_pci::vfio::listen(&sock).unwrap();
-    let dev = Arc::new(Mutex::new(Device::new(DeviceConfig::default())));
-    let d2 = dev.clone();
-    let t = std::thread::spawn(move || mana_pci::vfio::serve(&server, d2));
+    let cfg = DeviceConfig {
+        backend: BackendConfig::AfPacket {
+            ifname: peer.host_if.clone(),
+        },
+        ..Default::default()
+    };
+    let mut f = Function::start(cfg, &sock).unwrap();
     let opts = VmOptions {
         vfio_socket: Some(run.guest_path("mana.sock")),
         ..Default::default()
@@ -31,7 +37,7 @@ fn main() {
     };
     eprintln!("booted in {:?}: {}", vm.boot_time, vm.banner);
     for cmd in std::env::args().skip(1) {
-        match vm.console.run(&cmd, Duration::from_secs(20)) {
+        match vm.console.run(&cmd, Duration::from_secs(60)) {
             Ok(o) => println!("$ {cmd}  [{}]\n{}", o.status, o.text),
             Err(e) => {
                 println!("$ {cmd}: {e}\n--- kernel ---\n{}", vm.kernel_output());
@@ -39,8 +45,14 @@ fn main() {
             }
         }
     }
+    println!("peer: {:?}", peer.counters());
     vm.shutdown();
-    let _ = t.join();
-    let d = mana_pci::vfio::lock(&dev);
+    f.stop();
+    let d = mana_pci::vfio::lock(&f.dev);
     println!("{}", serde_json::to_string_pretty(&d.ledger).unwrap());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&d.net.counters().ports).unwrap()
+    );
+    println!("errors: {:?}", d.errors);
 }

@@ -64,7 +64,9 @@ impl Device {
                 4 if reg % 8 == 4 => {
                     let hi = u32::from_le_bytes(data.try_into().unwrap());
                     match self.split_db.remove(&(off - 4)) {
-                        Some(lo) => self.doorbell(page, reg - 4, u64::from(hi) << 32 | u64::from(lo)),
+                        Some(lo) => {
+                            self.doorbell(page, reg - 4, u64::from(hi) << 32 | u64::from(lo))
+                        }
                         None => self.error(
                             "doorbell",
                             format_args!("page {page} +{reg:#x}: high half without the low half"),
@@ -79,7 +81,10 @@ impl Device {
         } else {
             self.error(
                 "bar0",
-                format_args!("{}-byte write at {off:#x} outside the registers ignored", data.len()),
+                format_args!(
+                    "{}-byte write at {off:#x} outside the registers ignored",
+                    data.len()
+                ),
             );
         }
     }
@@ -89,15 +94,21 @@ impl Device {
         let db = match Doorbell::decode(reg, v) {
             Ok(db) => db,
             Err(e) => {
-                self.error("doorbell", format_args!("page {page} +{reg:#x} value {v:#x}: {e}"));
+                self.error(
+                    "doorbell",
+                    format_args!("page {page} +{reg:#x} value {v:#x}: {e}"),
+                );
                 return;
             }
         };
         match db {
             Doorbell::Eq(d) => self.eq_doorbell(page, d.id(), d.tail_ptr(), d.arm()),
-            Doorbell::Cq(d) => self.cq_doorbell(page, d.id(), d.tail_ptr(), d.arm()),
-            Doorbell::Sq(d) => self.sq_doorbell(page, d.id(), d.tail_ptr()),
-            Doorbell::Rq(d) => self.rq_doorbell(page, d.id(), d.tail_ptr()),
+            Doorbell::Cq(d) if self.hwc_cq(page, d.id()) => {
+                self.hwc_cq_doorbell(d.tail_ptr(), d.arm())
+            }
+            Doorbell::Sq(d) if self.hwc_sq(page, d.id()) => self.hwc_sq_doorbell(d.tail_ptr()),
+            Doorbell::Rq(d) if self.hwc_rq(page, d.id()) => self.hwc_rq_doorbell(d.tail_ptr()),
+            _ => self.data_doorbell(page, reg, v, &db),
         }
     }
 }
@@ -109,7 +120,7 @@ mod tests {
 
     #[test]
     fn registers_read_as_the_kernel_expects() {
-        let mut d = Device::new(DeviceConfig::default());
+        let mut d = Device::new(DeviceConfig::default()).unwrap();
         let mut b = [0u8; 8];
         d.bar0_read(gdma::regs::GDMA_REG_DB_PAGE_OFFSET, &mut b);
         assert_eq!(u64::from_le_bytes(b), DB_BASE as u64);
@@ -124,29 +135,5 @@ mod tests {
         d.bar0_read(0x8000, &mut b4);
         assert_eq!(b4, [0xff; 4]);
         assert!(DB_BASE + DB_PAGES as usize * DB_PAGE_SIZE <= crate::pci::BAR0_SIZE as usize);
-    }
-}
-
-impl Device {
-    pub(crate) fn sq_doorbell(&mut self, page: u32, id: u32, tail: u32) {
-        if self.hwc_sq(page, id) {
-            self.hwc_sq_doorbell(tail);
-        } else {
-            self.data_sq_doorbell(page, id, tail);
-        }
-    }
-    pub(crate) fn rq_doorbell(&mut self, page: u32, id: u32, tail: u32) {
-        if self.hwc_rq(page, id) {
-            self.hwc_rq_doorbell(tail);
-        } else {
-            self.data_rq_doorbell(page, id, tail);
-        }
-    }
-    pub(crate) fn cq_doorbell(&mut self, page: u32, id: u32, tail: u32, arm: bool) {
-        if self.hwc_cq(page, id) {
-            self.hwc_cq_doorbell(tail, arm);
-        } else {
-            self.data_cq_doorbell(page, id, tail, arm);
-        }
     }
 }

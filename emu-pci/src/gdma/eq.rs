@@ -34,7 +34,10 @@ impl Device {
     /// after) to EQ `eq`, interrupting if armed.
     pub(crate) fn post_eqe(&mut self, eq: u32, ty: EqeType, detail: u32) {
         let Some(q) = self.eqs.get_mut(&eq) else {
-            self.error("eq", format_args!("event {ty:?} for EQ {eq}, which does not exist"));
+            self.error(
+                "eq",
+                format_args!("event {ty:?} for EQ {eq}, which does not exist"),
+            );
             return;
         };
         let info = EqeInfo::try_new(ty, 0).expect("owner 0 fits");
@@ -54,7 +57,10 @@ impl Device {
     pub(crate) fn eq_doorbell(&mut self, page: u32, id: u16, tail: u32, arm: bool) {
         let id = u32::from(id);
         let Some(q) = self.eqs.get_mut(&id) else {
-            self.error("doorbell", format_args!("EQ doorbell for EQ {id}, which does not exist"));
+            self.error(
+                "doorbell",
+                format_args!("EQ doorbell for EQ {id}, which does not exist"),
+            );
             return;
         };
         if q.db_page != page {
@@ -77,7 +83,9 @@ impl Device {
             Ok(false) => {}
             Err(diff) => self.error(
                 "eq",
-                format_args!("EQ {id}: doorbell tail {tail} is {diff} entries from the producer (overflow)"),
+                format_args!(
+                    "EQ {id}: doorbell tail {tail} is {diff} entries from the producer (overflow)"
+                ),
             ),
         }
     }

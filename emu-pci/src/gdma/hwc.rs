@@ -182,17 +182,22 @@ impl Device {
             let off = h.sq.off;
             let mut page = vec![0u8; PAGE];
             h.sq.ring.read_wrapping(0, &mut page);
-            let parsed = gdma::read_wqe(&page, off, WqType::Sq).map_err(|e| e.to_string()).and_then(|w| {
-                let oob = HwcTxOob::decode(w.inline_oob()).map_err(|e| e.to_string())?;
-                let sges: Vec<_> = w.sges().collect();
-                Ok((w.size_bu(), oob, sges))
-            });
+            let parsed = gdma::read_wqe(&page, off, WqType::Sq)
+                .map_err(|e| e.to_string())
+                .and_then(|w| {
+                    let oob = HwcTxOob::decode(w.inline_oob()).map_err(|e| e.to_string())?;
+                    let sges: Vec<_> = w.sges().collect();
+                    Ok((w.size_bu(), oob, sges))
+                });
             let (size_bu, _oob, sges) = match parsed {
                 Ok(p) => p,
                 Err(e) => {
                     // Without a valid WQE the device cannot tell how far to
                     // go; it stops taking requests until the next doorbell.
-                    self.error("hwc", format_args!("SQ WQE at {off:#x}: {e}; request dropped"));
+                    self.error(
+                        "hwc",
+                        format_args!("SQ WQE at {off:#x}: {e}; request dropped"),
+                    );
                     let h = self.hwc.as_mut().unwrap();
                     h.sq.off = h.sq.tail;
                     break;
@@ -202,7 +207,10 @@ impl Device {
             let msg = match self.hwc_message(&sges) {
                 Ok(m) => m,
                 Err(e) => {
-                    self.error("hwc", format_args!("SQ WQE at {off:#x}: {e}; request dropped"));
+                    self.error(
+                        "hwc",
+                        format_args!("SQ WQE at {off:#x}: {e}; request dropped"),
+                    );
                     continue;
                 }
             };
@@ -221,11 +229,16 @@ impl Device {
             return Err(format!("{} SGEs, the HWC takes one", sges.len()));
         };
         if sge.mem_key.get() != HWC_GPA_MKEY {
-            return Err(format!("memory key {:#x}, the HWC's is {HWC_GPA_MKEY:#x}", sge.mem_key.get()));
+            return Err(format!(
+                "memory key {:#x}, the HWC's is {HWC_GPA_MKEY:#x}",
+                sge.mem_key.get()
+            ));
         }
         let (addr, size) = (sge.address.get(), sge.size.get() as usize);
         if size > HWC_MAX_REQUEST_SIZE as usize {
-            return Err(format!("{size}-byte request, at most {HWC_MAX_REQUEST_SIZE}"));
+            return Err(format!(
+                "{size}-byte request, at most {HWC_MAX_REQUEST_SIZE}"
+            ));
         }
         let w = self
             .mem
@@ -264,7 +277,10 @@ impl Device {
             let (size_bu, sge) = match sge {
                 Ok(x) => x,
                 Err(e) => {
-                    self.error("hwc", format_args!("RQ WQE at {off:#x}: {e}; receive buffers ignored"));
+                    self.error(
+                        "hwc",
+                        format_args!("RQ WQE at {off:#x}: {e}; receive buffers ignored"),
+                    );
                     let h = self.hwc.as_mut().unwrap();
                     h.rq.off = h.rq.tail;
                     return;
@@ -299,7 +315,11 @@ impl Device {
     /// completion event if the CQ is armed.
     fn hwc_complete(&mut self, wq: u32, is_sq: bool, off: u32, len: u32) {
         let h = self.hwc.as_mut().unwrap();
-        let ring_len = if is_sq { h.sq.ring.len() } else { h.rq.ring.len() } as u32;
+        let ring_len = if is_sq {
+            h.sq.ring.len()
+        } else {
+            h.rq.ring.len()
+        } as u32;
         let mut oob = HwcRxOob::new_zeroed();
         oob.dw0 = oob.dw0.with_som(true).with_eom(true);
         oob.wqe_offset = (off % ring_len).into();
@@ -323,7 +343,10 @@ impl Device {
         match h.cq.producer.arm(tail) {
             Ok(true) => self.post_eqe(eq, EqeType::GDMA_EQE_COMPLETION, cq),
             Ok(false) => {}
-            Err(d) => self.error("hwc", format_args!("CQ doorbell tail {tail}: {d} entries off (overflow)")),
+            Err(d) => self.error(
+                "hwc",
+                format_args!("CQ doorbell tail {tail}: {d} entries off (overflow)"),
+            ),
         }
     }
 }

@@ -42,13 +42,16 @@ impl Device {
         size: u64,
         owner: String,
     ) -> Result<Ring, (u32, String)> {
-        let r = self
-            .regions
-            .get(&handle)
-            .ok_or((status::NOT_FOUND, format!("DMA region {handle:#x} does not exist")))?;
+        let r = self.regions.get(&handle).ok_or((
+            status::NOT_FOUND,
+            format!("DMA region {handle:#x} does not exist"),
+        ))?;
         let bad = |why: String| Err((status::INVALID_PARAMETER, why));
         if let Some(o) = &r.owner {
-            return Err((status::DEVICE_BUSY, format!("DMA region {handle:#x} already belongs to {o}")));
+            return Err((
+                status::DEVICE_BUSY,
+                format!("DMA region {handle:#x} already belongs to {o}"),
+            ));
         }
         if !r.complete() {
             return bad(format!(
@@ -64,7 +67,9 @@ impl Device {
             ));
         }
         if !size.is_power_of_two() || size < PAGE as u64 {
-            return bad(format!("queue size {size} is not a power of two of at least 4096"));
+            return bad(format!(
+                "queue size {size} is not a power of two of at least 4096"
+            ));
         }
         let ring = Ring::new(&self.mem, &r.pages).map_err(|gpa| {
             (

@@ -65,11 +65,19 @@ impl Device {
                 hdr.req.msg_size.get(),
                 msg.len()
             );
-            return self.answer(&hdr, &name, Err(fail(status::INVALID_PARAMETER, why)), false);
+            return self.answer(
+                &hdr,
+                &name,
+                Err(fail(status::INVALID_PARAMETER, why)),
+                false,
+            );
         }
         let (result, unimplemented) = match RequestCode::from_raw(code) {
             Some(c) => self.dispatch(c, &hdr, msg),
-            None => (Err(fail(status::NOT_SUPPORTED, "unknown request code")), true),
+            None => (
+                Err(fail(status::NOT_SUPPORTED, "unknown request code")),
+                true,
+            ),
         };
         self.answer(&hdr, &name, result, unimplemented)
     }
@@ -134,7 +142,12 @@ impl Device {
         raw.as_mut_bytes()[..n].copy_from_slice(&msg[..n]);
         raw.resp.msg_version = GDMA_MESSAGE_V1.into();
         let why = format!("malformed request header: {e}");
-        self.answer(&raw, &name, Err(fail(status::INVALID_PARAMETER, why)), false)
+        self.answer(
+            &raw,
+            &name,
+            Err(fail(status::INVALID_PARAMETER, why)),
+            false,
+        )
     }
 
     /// The registration of the device a request addresses.
@@ -205,13 +218,18 @@ impl Device {
             ));
         }
         if self.registered.contains_key(&dev.as_u32()) {
-            return Err(fail(status::INVALID_DEVICE_STATE, "device already registered"));
+            return Err(fail(
+                status::INVALID_DEVICE_STATE,
+                "device already registered",
+            ));
         }
         let reg = Registration {
             pdid: MANA_PDID,
             gpa_mkey: MANA_GPA_MKEY,
             db_page: MANA_DB_PAGE,
         };
+        self.mana_register()
+            .map_err(|why| fail(status::INSUFFICIENT_RESOURCES, why))?;
         self.registered.insert(dev.as_u32(), reg);
         let mut r = RegisterDeviceResp::new_zeroed();
         r.pdid = U32::new(reg.pdid);
@@ -223,7 +241,10 @@ impl Device {
     fn deregister_device(&mut self, hdr: &ReqHdr) -> Handled {
         let dev = hdr.dev_id;
         if dev.ty.get() == GDMA_DEVICE_HWC {
-            return Err(fail(status::INVALID_PARAMETER, "the HWC is not deregistered"));
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                "the HWC is not deregistered",
+            ));
         }
         self.registration(hdr)?;
         // What the device still holds for it goes with it.
@@ -281,7 +302,10 @@ impl Device {
         if r.queue_type.get() != GDMA_EQ {
             return Err(fail(
                 status::NOT_SUPPORTED,
-                format!("queue type {}: only EQs are created this way", r.queue_type.get()),
+                format!(
+                    "queue type {}: only EQs are created this way",
+                    r.queue_type.get()
+                ),
             ));
         }
         if r.pdid.get() != reg.pdid || r.doorbell_id.get() != reg.db_page {
@@ -307,7 +331,10 @@ impl Device {
         }
         let msix = r.eq_pci_msix_index.get();
         if msix as usize >= self.irqs.count() {
-            return Err(fail(status::INVALID_PARAMETER, format!("MSI-X vector {msix}")));
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                format!("MSI-X vector {msix}"),
+            ));
         }
         let id = self
             .eq_ids
@@ -346,7 +373,10 @@ impl Device {
         if r.queue_type.get() != GDMA_EQ {
             return Err(fail(
                 status::NOT_SUPPORTED,
-                format!("queue type {}: only EQs are disabled this way", r.queue_type.get()),
+                format!(
+                    "queue type {}: only EQs are disabled this way",
+                    r.queue_type.get()
+                ),
             ));
         }
         let id = r.queue_index.get();
@@ -361,19 +391,29 @@ impl Device {
             None => return Err(fail(status::NOT_FOUND, format!("EQ {id} does not exist"))),
         }
         if let Some(cq) = self.mana_cq_on_eq(id) {
-            return Err(fail(status::DEVICE_BUSY, format!("EQ {id} still serves CQ {cq}")));
+            return Err(fail(
+                status::DEVICE_BUSY,
+                format!("EQ {id} still serves CQ {cq}"),
+            ));
         }
         let q = self.eqs.remove(&id).unwrap();
         self.eq_ids.free(id);
         self.release_region(q.region);
-        log::info!("EQ {id} disabled ({} events, {} interrupts)", q.events, q.interrupts);
+        log::info!(
+            "EQ {id} disabled ({} events, {} interrupts)",
+            q.events,
+            q.interrupts
+        );
         v1(&gdma_general_resp())
     }
 
     fn create_dma_region(&mut self, msg: &[u8]) -> Handled {
         let (r, pages) = CreateDmaRegionReq::decode_with_pages(msg).map_err(invalid)?;
         if self.regions.len() >= 4096 {
-            return Err(fail(status::INSUFFICIENT_RESOURCES, "4096 DMA regions exist"));
+            return Err(fail(
+                status::INSUFFICIENT_RESOURCES,
+                "4096 DMA regions exist",
+            ));
         }
         let h = self.new_region(DmaRegion {
             length: r.length.get(),
@@ -390,10 +430,12 @@ impl Device {
     fn dma_region_add_pages(&mut self, msg: &[u8]) -> Handled {
         let (r, pages) = DmaRegionAddPagesReq::decode_with_pages(msg).map_err(invalid)?;
         let h = r.dma_region_handle.get();
-        let reg = self
-            .regions
-            .get_mut(&h)
-            .ok_or_else(|| fail(status::NOT_FOUND, format!("DMA region {h:#x} does not exist")))?;
+        let reg = self.regions.get_mut(&h).ok_or_else(|| {
+            fail(
+                status::NOT_FOUND,
+                format!("DMA region {h:#x} does not exist"),
+            )
+        })?;
         if reg.pages.len() + pages.len() > reg.page_count as usize {
             return Err(fail(
                 status::INVALID_PARAMETER,
@@ -413,10 +455,16 @@ impl Device {
         let r = DestroyDmaRegionReq::decode(msg).map_err(invalid)?;
         let h = r.dma_region_handle.get();
         match self.regions.get(&h) {
-            None => Err(fail(status::NOT_FOUND, format!("DMA region {h:#x} does not exist"))),
+            None => Err(fail(
+                status::NOT_FOUND,
+                format!("DMA region {h:#x} does not exist"),
+            )),
             Some(reg) if reg.owner.is_some() => Err(fail(
                 status::DEVICE_BUSY,
-                format!("DMA region {h:#x} belongs to {}", reg.owner.as_deref().unwrap()),
+                format!(
+                    "DMA region {h:#x} belongs to {}",
+                    reg.owner.as_deref().unwrap()
+                ),
             )),
             Some(_) => {
                 self.regions.remove(&h);

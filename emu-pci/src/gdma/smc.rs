@@ -26,7 +26,10 @@ impl Device {
         let hdr = match SmcHeader::decode(&raw.to_le_bytes()) {
             Ok(h) => h,
             Err(e) => {
-                self.error("smc", format_args!("request header {raw:#010x} refused: {e}"));
+                self.error(
+                    "smc",
+                    format_args!("request header {raw:#010x} refused: {e}"),
+                );
                 let h = SmcHeader::from_raw(raw);
                 self.smc_respond(h, SMC_STATUS_FAILED);
                 return;
@@ -88,7 +91,10 @@ impl Device {
         if !hwc.pending.is_empty() {
             self.error(
                 "hwc",
-                format_args!("{} responses never delivered (no receive buffer)", hwc.pending.len()),
+                format_args!(
+                    "{} responses never delivered (no receive buffer)",
+                    hwc.pending.len()
+                ),
             );
         }
         hwc.release(self);

@@ -26,7 +26,10 @@ impl Output {
 }
 
 fn timed_out(what: &str, t: Duration) -> io::Error {
-    io::Error::new(io::ErrorKind::TimedOut, format!("{what}: no answer within {t:?}"))
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("{what}: no answer within {t:?}"),
+    )
 }
 
 impl Console {
@@ -63,9 +66,17 @@ impl Console {
         self.r.get_ref().set_read_timeout(Some(left))?;
         let mut line = String::new();
         match self.r.read_line(&mut line) {
-            Ok(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("{what}: guest console closed"))),
+            Ok(0) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{what}: guest console closed"),
+            )),
             Ok(_) => Ok(line.trim_end_matches(['\n', '\r']).to_string()),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 Err(timed_out(what, left))
             }
             Err(e) => Err(e),

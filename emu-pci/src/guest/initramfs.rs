@@ -100,7 +100,11 @@ impl Initramfs {
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let p = e.path();
-            let rel = p.strip_prefix(root).expect("under root").to_string_lossy().into_owned();
+            let rel = p
+                .strip_prefix(root)
+                .expect("under root")
+                .to_string_lossy()
+                .into_owned();
             if rel.starts_with(".net-mana") {
                 continue;
             }

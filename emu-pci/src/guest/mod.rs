@@ -4,4 +4,5 @@
 
 pub mod console;
 pub mod initramfs;
+pub mod peer;
 pub mod vm;

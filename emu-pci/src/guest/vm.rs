@@ -57,7 +57,8 @@ impl Pieces {
             .map_err(|_| missing("kernel/version"))?
             .trim()
             .to_string();
-        let order = fs::read_to_string(g.join("kernel/modules.order")).map_err(|_| missing("kernel/modules.order"))?;
+        let order = fs::read_to_string(g.join("kernel/modules.order"))
+            .map_err(|_| missing("kernel/modules.order"))?;
         let modules = order
             .lines()
             .filter(|l| !l.is_empty())
@@ -203,7 +204,8 @@ impl Vm {
             "-initrd".into(),
             run.guest_path("initramfs.cpio"),
             "-append".into(),
-            "console=ttyS0 panic=-1 ipv6.disable=1 mitigations=off tsc=reliable no_timer_check".into(),
+            "console=ttyS0 panic=-1 ipv6.disable=1 mitigations=off tsc=reliable no_timer_check"
+                .into(),
             "-serial".into(),
             format!("file:{}", run.guest_path("console.log")),
             "-chardev".into(),
@@ -213,7 +215,9 @@ impl Vm {
         ];
         if let Some(s) = &opts.vfio_socket {
             args.push("-device".into());
-            args.push(format!(r#"{{"driver":"vfio-user-pci","socket":{{"path":"{s}","type":"unix"}}}}"#));
+            args.push(format!(
+                r#"{{"driver":"vfio-user-pci","socket":{{"path":"{s}","type":"unix"}}}}"#
+            ));
         }
         let child = Command::new("chroot")
             .args(&args)
@@ -235,7 +239,11 @@ impl Vm {
             Err(e) => {
                 return Err(io::Error::new(
                     e.kind(),
-                    format!("{e}\n--- QEMU ---\n{}\n--- kernel ---\n{}", vm.qemu_output(), vm.kernel_output()),
+                    format!(
+                        "{e}\n--- QEMU ---\n{}\n--- kernel ---\n{}",
+                        vm.qemu_output(),
+                        vm.kernel_output()
+                    ),
                 ))
             }
         }

@@ -1,0 +1,207 @@
+//! The host-side peer: a network namespace with one end of a veth pair
+//! (address 10.99.0.1/24), whose other end the function's port drives
+//! through an AF_PACKET socket. The namespace's kernel answers pings and
+//! the harness runs TCP endpoints in it; both ends' counters are read back.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::time::Duration;
+
+pub const PEER_IP: &str = "10.99.0.1";
+pub const GUEST_IP: &str = "10.99.0.2";
+
+fn ip(args: &[&str]) -> io::Result<String> {
+    let o = Command::new("ip").args(args).output()?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    } else {
+        Err(io::Error::other(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )))
+    }
+}
+
+/// Packet and byte counts of an interface.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+impl std::ops::Sub for LinkCounters {
+    type Output = LinkCounters;
+    fn sub(self, o: LinkCounters) -> LinkCounters {
+        LinkCounters {
+            rx_packets: self.rx_packets - o.rx_packets,
+            rx_bytes: self.rx_bytes - o.rx_bytes,
+            tx_packets: self.tx_packets - o.tx_packets,
+            tx_bytes: self.tx_bytes - o.tx_bytes,
+        }
+    }
+}
+
+pub struct Peer {
+    pub ns: String,
+    /// The veth end in the root namespace (the port's backend).
+    pub host_if: String,
+    /// The end inside the namespace.
+    pub peer_if: String,
+}
+
+impl Peer {
+    pub fn new() -> io::Result<Peer> {
+        let s = std::process::id() % 100_000;
+        let p = Peer {
+            ns: format!("nmpci{s}"),
+            host_if: format!("nmp{s}h"),
+            peer_if: "eth0".into(),
+        };
+        let _ = ip(&["netns", "del", &p.ns]);
+        let _ = ip(&["link", "del", &p.host_if]);
+        ip(&["netns", "add", &p.ns])?;
+        let inner = format!("nmp{s}p");
+        ip(&[
+            "link", "add", &p.host_if, "type", "veth", "peer", "name", &inner,
+        ])?;
+        ip(&["link", "set", &inner, "netns", &p.ns])?;
+        ip(&["-n", &p.ns, "link", "set", &inner, "name", &p.peer_if])?;
+        // Only the traffic the tests make: no IPv6 on either end.
+        for (ns, ifn) in [
+            (None, p.host_if.as_str()),
+            (Some(p.ns.as_str()), p.peer_if.as_str()),
+        ] {
+            let key = format!("net.ipv6.conf.{ifn}.disable_ipv6=1");
+            let mut c = Command::new("sysctl");
+            if let Some(ns) = ns {
+                c = Command::new("ip");
+                c.args(["netns", "exec", ns, "sysctl"]);
+            }
+            let _ = c.args(["-qw", &key]).status();
+        }
+        ip(&[
+            "-n",
+            &p.ns,
+            "addr",
+            "add",
+            &format!("{PEER_IP}/24"),
+            "dev",
+            &p.peer_if,
+        ])?;
+        ip(&["-n", &p.ns, "link", "set", &p.peer_if, "up"])?;
+        ip(&["-n", &p.ns, "link", "set", "lo", "up"])?;
+        ip(&["link", "set", &p.host_if, "up"])?;
+        Ok(p)
+    }
+
+    /// The counters of the namespace's interface.
+    pub fn counters(&self) -> io::Result<LinkCounters> {
+        let out = ip(&[
+            "-n",
+            &self.ns,
+            "-j",
+            "-s",
+            "link",
+            "show",
+            "dev",
+            &self.peer_if,
+        ])?;
+        let v: serde_json::Value =
+            serde_json::from_str(&out).map_err(|e| io::Error::other(format!("ip -j: {e}")))?;
+        let s = &v[0]["stats64"];
+        let g = |d: &str, k: &str| s[d][k].as_u64().unwrap_or(0);
+        Ok(LinkCounters {
+            rx_packets: g("rx", "packets"),
+            rx_bytes: g("rx", "bytes"),
+            tx_packets: g("tx", "packets"),
+            tx_bytes: g("tx", "bytes"),
+        })
+    }
+
+    /// Runs `f` on a thread inside the namespace.
+    pub fn in_ns<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> io::Result<T> + Send + 'static,
+    ) -> std::thread::JoinHandle<io::Result<T>> {
+        let path = format!("/var/run/netns/{}", self.ns);
+        std::thread::spawn(move || {
+            let ns = std::fs::File::open(&path)?;
+            // SAFETY: setns on a namespace file we opened; it changes the
+            // network namespace of this thread only.
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            f()
+        })
+    }
+
+    /// Accepts one TCP connection on `port` and reads it to the end:
+    /// returns the bytes received.
+    pub fn tcp_sink(
+        &self,
+        port: u16,
+        timeout: Duration,
+    ) -> std::thread::JoinHandle<io::Result<Vec<u8>>> {
+        self.in_ns(move || {
+            let l = TcpListener::bind((PEER_IP, port))?;
+            l.set_nonblocking(true)?;
+            let t0 = std::time::Instant::now();
+            let (mut s, _) = loop {
+                match l.accept() {
+                    Ok(c) => break c,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && t0.elapsed() < timeout => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            s.set_nonblocking(false)?;
+            s.set_read_timeout(Some(timeout))?;
+            let mut v = Vec::new();
+            s.read_to_end(&mut v)?;
+            Ok(v)
+        })
+    }
+
+    /// Connects to `addr:port` (retrying until `timeout`) and sends `data`.
+    pub fn tcp_send(
+        &self,
+        addr: &'static str,
+        port: u16,
+        data: Vec<u8>,
+        timeout: Duration,
+    ) -> std::thread::JoinHandle<io::Result<()>> {
+        self.in_ns(move || {
+            let t0 = std::time::Instant::now();
+            let mut s = loop {
+                match TcpStream::connect((addr, port)) {
+                    Ok(s) => break s,
+                    Err(_) if t0.elapsed() < timeout => {
+                        std::thread::sleep(Duration::from_millis(100))
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            s.set_write_timeout(Some(timeout))?;
+            s.write_all(&data)?;
+            s.shutdown(std::net::Shutdown::Write)?;
+            // Wait for the guest to close its side (all data consumed).
+            s.set_read_timeout(Some(timeout))?;
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+            Ok(())
+        })
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.ns]);
+        let _ = ip(&["link", "del", &self.host_if]);
+    }
+}
