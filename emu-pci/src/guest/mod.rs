@@ -5,4 +5,5 @@
 pub mod console;
 pub mod initramfs;
 pub mod peer;
+pub mod scenarios;
 pub mod vm;

@@ -84,6 +84,21 @@ impl Peer {
             }
             let _ = c.args(["-qw", &key]).status();
         }
+        // A wire carries whole frames: the namespace's veth must not hand the
+        // port partial checksums (CHECKSUM_PARTIAL crosses a veth as is) or
+        // 64 KiB GSO frames.
+        let o = Command::new("ip")
+            .args(["netns", "exec", &p.ns, "ethtool", "-K", &p.peer_if])
+            .args(["tx", "off", "tso", "off", "gso", "off", "gro", "off"])
+            .output()?;
+        if !o.status.success() {
+            return Err(io::Error::other(format!(
+                "ethtool -K {} in {}: {}",
+                p.peer_if,
+                p.ns,
+                String::from_utf8_lossy(&o.stderr).trim()
+            )));
+        }
         ip(&[
             "-n",
             &p.ns,
@@ -168,14 +183,15 @@ impl Peer {
         })
     }
 
-    /// Connects to `addr:port` (retrying until `timeout`) and sends `data`.
+    /// Connects to `addr:port` (retrying until `timeout`) and sends `data`;
+    /// returns the local (source) port of the connection.
     pub fn tcp_send(
         &self,
         addr: &'static str,
         port: u16,
         data: Vec<u8>,
         timeout: Duration,
-    ) -> std::thread::JoinHandle<io::Result<()>> {
+    ) -> std::thread::JoinHandle<io::Result<u16>> {
         self.in_ns(move || {
             let t0 = std::time::Instant::now();
             let mut s = loop {
@@ -187,6 +203,7 @@ impl Peer {
                     Err(e) => return Err(e),
                 }
             };
+            let local = s.local_addr()?.port();
             s.set_write_timeout(Some(timeout))?;
             s.write_all(&data)?;
             s.shutdown(std::net::Shutdown::Write)?;
@@ -194,7 +211,7 @@ impl Peer {
             s.set_read_timeout(Some(timeout))?;
             let mut rest = Vec::new();
             let _ = s.read_to_end(&mut rest);
-            Ok(())
+            Ok(local)
         })
     }
 }
@@ -204,4 +221,54 @@ impl Drop for Peer {
         let _ = ip(&["netns", "del", &self.ns]);
         let _ = ip(&["link", "del", &self.host_if]);
     }
+}
+
+/// Sends one raw Ethernet frame out of `ifname` from inside namespace `ns`
+/// (what the port receives, as if from the wire).
+pub fn send_raw(ns: &str, ifname: &str, frame: Vec<u8>) -> io::Result<()> {
+    let path = format!("/var/run/netns/{ns}");
+    let ifname =
+        std::ffi::CString::new(ifname).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    std::thread::spawn(move || {
+        let nsf = std::fs::File::open(&path)?;
+        // SAFETY: setns on a namespace file we opened; this thread only.
+        if unsafe { libc::setns(nsf.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a plain socket(2) call; the descriptor is owned below.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nothing else owns.
+        let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        // SAFETY: `ifname` is a valid NUL-terminated string.
+        let index = unsafe { libc::if_nametoindex(ifname.as_ptr()) };
+        if index == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: sockaddr_ll is plain data, all-zero is valid.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_ifindex = index as i32;
+        sll.sll_halen = 6;
+        sll.sll_addr[..6].copy_from_slice(&frame[..6]);
+        // SAFETY: sending `frame` (a valid buffer) to a valid sockaddr_ll.
+        let n = unsafe {
+            libc::sendto(
+                sock.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if n != frame.len() as isize {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    })
+    .join()
+    .map_err(|_| io::Error::other("raw send thread panicked"))?
 }
