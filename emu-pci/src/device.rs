@@ -12,7 +12,7 @@ use crate::pci::config::ConfigSpace;
 use crate::pci::MSIX_VECTORS;
 use mana_emu::config::{AdapterConfig, BackendConfig, Config, PortConfig};
 use mana_emu::device::State;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 /// What the device reports about itself.
@@ -29,6 +29,11 @@ pub struct DeviceConfig {
     pub indirection_entries: u32,
     /// Where the vPort's frames go on the host side.
     pub backend: BackendConfig,
+    /// Hold received frames while the driver has no receive buffer posted,
+    /// instead of dropping them as the hardware does (for tests whose
+    /// counters must match exactly while a guest under software emulation
+    /// drains slowly).
+    pub lossless_rx: bool,
 }
 
 impl Default for DeviceConfig {
@@ -39,6 +44,7 @@ impl Default for DeviceConfig {
             max_queues: 16,
             indirection_entries: 64,
             backend: BackendConfig::Loopback,
+            lossless_rx: false,
         }
     }
 }
@@ -65,7 +71,7 @@ impl DeviceConfig {
                     backend: self.backend.clone(),
                     mtu: u32::from(self.adapter_mtu) - 14,
                     kernel_if_up: false,
-                    lossless_rx: false,
+                    lossless_rx: self.lossless_rx,
                     mac_filter: true,
                 }],
             }],
@@ -102,8 +108,24 @@ pub struct Device {
     pub wq_objs: BTreeMap<u64, WqObj>,
     pub(crate) next_wq_obj: u64,
     pub ledger: Ledger,
-    /// Device-side problems seen (bad doorbells, malformed WQEs), counted.
-    pub errors: BTreeMap<String, u64>,
+    /// Device-side problems seen (bad doorbells, malformed WQEs): count and
+    /// the last one's description, by kind.
+    pub errors: BTreeMap<String, (u64, String)>,
+    /// Queues destroyed since their id was last handed out, as
+    /// (doorbell page, kind, id): a doorbell for one of them is a late
+    /// store to a queue the driver just tore down, ignored as hardware
+    /// ignores it, and counted in `stale_doorbells`.
+    pub(crate) retired: BTreeSet<(u32, QueueKind, u32)>,
+    pub stale_doorbells: u64,
+}
+
+/// The kinds of queue a doorbell names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum QueueKind {
+    Sq,
+    Rq,
+    Cq,
+    Eq,
 }
 
 impl Device {
@@ -130,13 +152,47 @@ impl Device {
             next_wq_obj: 0x100,
             ledger: Ledger::default(),
             errors: BTreeMap::new(),
+            retired: BTreeSet::new(),
+            stale_doorbells: 0,
         })
     }
 
     /// Counts and logs a device-side problem.
     pub(crate) fn error(&mut self, kind: &str, detail: std::fmt::Arguments<'_>) {
-        *self.errors.entry(kind.to_string()).or_insert(0) += 1;
+        let e = self
+            .errors
+            .entry(kind.to_string())
+            .or_insert((0, String::new()));
+        e.0 += 1;
+        e.1 = detail.to_string();
         log::warn!("{kind}: {detail}");
+    }
+
+    /// Records that a queue was destroyed (see `retired`).
+    pub(crate) fn retire_queue(&mut self, page: u32, kind: QueueKind, id: u32) {
+        self.retired.insert((page, kind, id));
+    }
+
+    /// Records that a queue id is in use again.
+    pub(crate) fn revive_queue(&mut self, page: u32, kind: QueueKind, id: u32) {
+        self.retired.remove(&(page, kind, id));
+    }
+
+    /// A doorbell for a queue that does not exist: a late store to a
+    /// destroyed one (counted), or an error.
+    pub(crate) fn unknown_queue_doorbell(
+        &mut self,
+        page: u32,
+        kind: QueueKind,
+        id: u32,
+        detail: std::fmt::Arguments<'_>,
+    ) {
+        if self.retired.contains(&(page, kind, id)) {
+            self.stale_doorbells += 1;
+            log::debug!("doorbell for destroyed {kind:?} {id} on page {page} ignored: {detail}");
+        } else {
+            self.error("doorbell", detail);
+        }
     }
 
     /// A function-level reset: every object gone, the HWC down, the SMC

@@ -4,11 +4,11 @@
 //! model when frames arrive.
 
 use crate::device::{Device, DeviceConfig};
-use crate::vfio::{self, lock, Shared};
+use crate::vfio::{self, lock, lock_background, Shared};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ impl Function {
     /// Creates the device and listens on `socket` (which must not exist)
     /// for the VMM.
     pub fn start(cfg: DeviceConfig, socket: &Path) -> io::Result<Function> {
-        let dev: Shared = Arc::new(Mutex::new(Device::new(cfg)?));
+        let dev = Shared::new(Device::new(cfg)?);
         let server = vfio::listen(socket)?;
         let d = dev.clone();
         let server = std::thread::Builder::new()
@@ -83,7 +83,7 @@ fn data_thread(dev: Shared, stop: Arc<AtomicBool>, fds: Vec<i32>) {
         })
         .collect();
     while !stop.load(Ordering::Relaxed) {
-        let did = lock(&dev).net_run();
+        let did = lock_background(&dev).net_run();
         if did {
             continue;
         }

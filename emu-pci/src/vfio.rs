@@ -10,6 +10,7 @@ use crate::pci::{BAR0_SIZE, BAR2_SIZE, MSIX_VECTORS};
 use std::fs::File;
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use vfio_bindings::bindings::vfio::{
     vfio_region_info, VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_SET_ACTION_TRIGGER,
@@ -20,11 +21,41 @@ use vfio_bindings::bindings::vfio::{
 };
 use vfio_user::{IrqInfo, Server, ServerBackend, ServerRegion};
 
-/// The device as the server threads share it.
-pub type Shared = Arc<Mutex<Device>>;
+/// The device as the threads share it: the vfio-user thread (on which the
+/// guest's vCPUs wait) goes first; the data thread steps aside while it
+/// waits, since a mutex is not fair and a busy data thread could otherwise
+/// take the lock back again and again while the guest stalls.
+#[derive(Clone)]
+pub struct Shared(Arc<Inner>);
 
+struct Inner {
+    dev: Mutex<Device>,
+    urgent: AtomicU32,
+}
+
+impl Shared {
+    pub fn new(d: Device) -> Shared {
+        Shared(Arc::new(Inner {
+            dev: Mutex::new(d),
+            urgent: AtomicU32::new(0),
+        }))
+    }
+}
+
+/// Takes the device for the VMM's requests (and inspection).
 pub fn lock(d: &Shared) -> MutexGuard<'_, Device> {
-    d.lock().unwrap_or_else(|e| e.into_inner())
+    d.0.urgent.fetch_add(1, Ordering::AcqRel);
+    let g = d.0.dev.lock().unwrap_or_else(|e| e.into_inner());
+    d.0.urgent.fetch_sub(1, Ordering::AcqRel);
+    g
+}
+
+/// Takes the device for background work, after any [`lock`] waiting.
+pub fn lock_background(d: &Shared) -> MutexGuard<'_, Device> {
+    while d.0.urgent.load(Ordering::Acquire) > 0 {
+        std::thread::yield_now();
+    }
+    d.0.dev.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn regions() -> Vec<ServerRegion> {

@@ -23,7 +23,16 @@ pub const GDMA_REG_SHM_OFFSET: usize = 0x18;
 /// numbers the Linux driver does not read; bytes 0x20-0x27 the size of the
 /// SMC window (likewise unread).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
     Unaligned,
 )]
 #[repr(C)]
@@ -96,8 +105,14 @@ mod tests {
             32, 0, 0, 0, 0, 0, 0, 0,
         ];
         assert_eq!(r.as_bytes(), &golden);
-        assert_eq!(&golden[GDMA_REG_DB_PAGE_OFFSET..][..8], &0x1_0000u64.to_le_bytes());
-        assert_eq!(&golden[GDMA_REG_DB_PAGE_SIZE..][..4], &0x1000u32.to_le_bytes());
+        assert_eq!(
+            &golden[GDMA_REG_DB_PAGE_OFFSET..][..8],
+            &0x1_0000u64.to_le_bytes()
+        );
+        assert_eq!(
+            &golden[GDMA_REG_DB_PAGE_SIZE..][..4],
+            &0x1000u32.to_le_bytes()
+        );
         assert_eq!(&golden[GDMA_REG_SHM_OFFSET..][..8], &0x100u64.to_le_bytes());
         assert_eq!(VfRegs::decode(&golden).unwrap(), r);
     }
@@ -106,7 +121,10 @@ mod tests {
     fn vf_regs_fail_closed() {
         let mut b = [0u8; 40];
         b[GDMA_REG_DB_PAGE_SIZE] = 0x10; // 16 bytes
-        assert_eq!(VfRegs::decode(&b).unwrap_err().field(), Some("db_page_size"));
+        assert_eq!(
+            VfRegs::decode(&b).unwrap_err().field(),
+            Some("db_page_size")
+        );
         b[GDMA_REG_DB_PAGE_SIZE] = 0;
         b[GDMA_REG_DB_PAGE_SIZE + 1] = 0x10;
         b[6] = 1;

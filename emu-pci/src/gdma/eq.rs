@@ -6,7 +6,7 @@
 //! consumer index, which interrupts again at once if entries wait.
 
 use super::ring::Producer;
-use crate::device::Device;
+use crate::device::{Device, QueueKind};
 use gdma::control::DevId;
 use gdma::{EqeInfo, EqeType};
 use zerocopy::IntoBytes;
@@ -57,9 +57,11 @@ impl Device {
     pub(crate) fn eq_doorbell(&mut self, page: u32, id: u16, tail: u32, arm: bool) {
         let id = u32::from(id);
         let Some(q) = self.eqs.get_mut(&id) else {
-            self.error(
-                "doorbell",
-                format_args!("EQ doorbell for EQ {id}, which does not exist"),
+            self.unknown_queue_doorbell(
+                page,
+                QueueKind::Eq,
+                id,
+                format_args!("EQ doorbell on page {page} for EQ {id}, which does not exist"),
             );
             return;
         };

@@ -8,7 +8,7 @@
 use super::eq::Eq;
 use super::ring::{Producer, Ring, PAGE};
 use super::{Registration, HWC_DB_PAGE, MAX_CQS};
-use crate::device::Device;
+use crate::device::{Device, QueueKind};
 use gdma::control::{DevId, GDMA_DEVICE_HWC, HWC_MAX_REQUEST_SIZE, HWC_MAX_RESPONSE_SIZE};
 use gdma::{
     CqeInfo, EqeType, HwcInitData, HwcInitEqIdDb, HwcInitTypeData, HwcRxOob, HwcTxOob,
@@ -69,6 +69,10 @@ impl Hwc {
         let cq = dev.cq_ids.alloc().ok_or("no CQ id left")?;
         let rq = dev.wq_ids.alloc().ok_or("no WQ id left")?;
         let sq = dev.wq_ids.alloc().ok_or("no WQ id left")?;
+        dev.revive_queue(HWC_DB_PAGE, QueueKind::Eq, eq);
+        dev.revive_queue(HWC_DB_PAGE, QueueKind::Cq, cq);
+        dev.revive_queue(HWC_DB_PAGE, QueueKind::Rq, rq);
+        dev.revive_queue(HWC_DB_PAGE, QueueKind::Sq, sq);
         dev.eqs.insert(
             eq,
             Eq {
@@ -122,6 +126,12 @@ impl Hwc {
     }
 
     pub(crate) fn release(self, dev: &mut Device) {
+        // The driver's interrupt handler may still re-arm the CQ and EQ
+        // after the teardown (it rings after completing the last request).
+        dev.retire_queue(HWC_DB_PAGE, QueueKind::Eq, self.eq);
+        dev.retire_queue(HWC_DB_PAGE, QueueKind::Cq, self.cq.id);
+        dev.retire_queue(HWC_DB_PAGE, QueueKind::Rq, self.rq.id);
+        dev.retire_queue(HWC_DB_PAGE, QueueKind::Sq, self.sq.id);
         dev.eqs.remove(&self.eq);
         dev.eq_ids.free(self.eq);
         dev.cq_ids.free(self.cq.id);

@@ -8,7 +8,7 @@
 use super::eq::Eq;
 use super::ring::{Producer, PAGE};
 use super::{DmaRegion, Registration, DB_PAGES, MANA_DB_PAGE, MAX_CQS, MAX_EQS, MAX_WQS};
-use crate::device::Device;
+use crate::device::{Device, QueueKind};
 use crate::ledger::request_name;
 use crate::pci::MSIX_VECTORS;
 use gdma::control::*;
@@ -348,6 +348,7 @@ impl Device {
                 return Err(fail(s, why));
             }
         };
+        self.revive_queue(reg.db_page, QueueKind::Eq, id);
         self.eqs.insert(
             id,
             Eq {
@@ -398,6 +399,7 @@ impl Device {
         }
         let q = self.eqs.remove(&id).unwrap();
         self.eq_ids.free(id);
+        self.retire_queue(q.db_page, QueueKind::Eq, id);
         self.release_region(q.region);
         log::info!(
             "EQ {id} disabled ({} events, {} interrupts)",

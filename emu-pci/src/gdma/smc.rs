@@ -109,6 +109,7 @@ impl Device {
         let mut leaked = Vec::new();
         for (id, eq) in std::mem::take(&mut self.eqs) {
             leaked.push(format!("EQ {id} (owner {:#x})", eq.owner.as_u32()));
+            self.retire_queue(eq.db_page, crate::device::QueueKind::Eq, id);
         }
         for (h, r) in std::mem::take(&mut self.regions) {
             leaked.push(format!(

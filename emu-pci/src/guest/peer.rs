@@ -62,6 +62,7 @@ impl Peer {
             host_if: format!("nmp{s}h"),
             peer_if: "eth0".into(),
         };
+        remove_stale();
         let _ = ip(&["netns", "del", &p.ns]);
         let _ = ip(&["link", "del", &p.host_if]);
         ip(&["netns", "add", &p.ns])?;
@@ -213,6 +214,39 @@ impl Peer {
             let _ = s.read_to_end(&mut rest);
             Ok(local)
         })
+    }
+}
+
+/// Removes the namespaces and links of runs whose process is gone (killed
+/// before its drop could clean up).
+fn remove_stale() {
+    let Ok(dir) = std::fs::read_dir("/var/run/netns") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("nmpci")
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // Names carry the pid modulo 100000: a live process with that
+        // suffix may own it; leave those.
+        let alive = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|p| {
+                p.file_name()
+                    .to_str()
+                    .and_then(|s| s.parse::<u32>().ok())
+                    .is_some_and(|n| n % 100_000 == pid)
+            });
+        if !alive {
+            let _ = ip(&["netns", "del", &name]);
+            let _ = ip(&["link", "del", &format!("nmp{pid}h")]);
+        }
     }
 }
 

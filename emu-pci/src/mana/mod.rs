@@ -5,7 +5,7 @@
 //! control path here turns DMA regions into rings, picks queue ids and
 //! steering, and posts the EQEs the model's CQs raise.
 
-use crate::device::Device;
+use crate::device::{Device, QueueKind};
 use crate::gdma::requests::{fail, invalid, v1, Handled, MANA_GPA_MKEY, MANA_PDID};
 use crate::gdma::ring::Ring;
 use crate::gdma::MANA_DB_PAGE;
@@ -65,6 +65,8 @@ impl Default for Vport {
 /// A WQ object: an SQ or RQ and its CQ, in the device model.
 #[derive(Clone, Debug)]
 pub struct WqObj {
+    /// Doorbell page of its queues.
+    pub page: u32,
     pub kind: WqKind,
     pub wq_id: u32,
     pub cq_id: u32,
@@ -127,6 +129,13 @@ impl Device {
         for (_, o) in std::mem::take(&mut self.wq_objs) {
             self.wq_ids.free(o.wq_id);
             self.cq_ids.free(o.cq_id);
+            let wk = if o.kind == WqKind::Sq {
+                QueueKind::Sq
+            } else {
+                QueueKind::Rq
+            };
+            self.retire_queue(o.page, wk, o.wq_id);
+            self.retire_queue(o.page, QueueKind::Cq, o.cq_id);
             for r in o.regions {
                 self.release_region(Some(r));
             }
@@ -162,17 +171,19 @@ impl Device {
     /// A doorbell for a data queue (SQ, RQ or CQ) of page `page`.
     pub(crate) fn data_doorbell(&mut self, page: u32, reg: usize, value: u64, db: &gdma::Doorbell) {
         let id = db.id();
-        let known = match db {
-            gdma::Doorbell::Sq(_) => self.net.hw_has_wq(page, WqKind::Sq, id),
-            gdma::Doorbell::Rq(_) => self.net.hw_has_wq(page, WqKind::Rq, id),
-            gdma::Doorbell::Cq(_) => self.net.hw_has_cq(page, id),
+        let (known, kind) = match db {
+            gdma::Doorbell::Sq(_) => (self.net.hw_has_wq(page, WqKind::Sq, id), QueueKind::Sq),
+            gdma::Doorbell::Rq(_) => (self.net.hw_has_wq(page, WqKind::Rq, id), QueueKind::Rq),
+            gdma::Doorbell::Cq(_) => (self.net.hw_has_cq(page, id), QueueKind::Cq),
             gdma::Doorbell::Eq(_) => unreachable!("EQ doorbells are the GDMA layer's"),
         };
         if !known {
-            self.error(
-                "doorbell",
+            self.unknown_queue_doorbell(
+                page,
+                kind,
+                id,
                 format_args!(
-                    "page {page} +{reg:#x}: no such queue {id} on this page (value {value:#x})"
+                    "page {page} +{reg:#x}: no {kind:?} {id} on this page (value {value:#x})"
                 ),
             );
             return;
@@ -361,9 +372,17 @@ impl Device {
             }
         };
         self.next_wq_obj += 1;
+        let wk = if kind == WqKind::Sq {
+            QueueKind::Sq
+        } else {
+            QueueKind::Rq
+        };
+        self.revive_queue(reg.db_page, wk, wq_id);
+        self.revive_queue(reg.db_page, QueueKind::Cq, cq_id);
         self.wq_objs.insert(
             handle,
             WqObj {
+                page: reg.db_page,
                 kind,
                 wq_id,
                 cq_id,
@@ -418,6 +437,13 @@ impl Device {
         self.wq_objs.remove(&h);
         self.wq_ids.free(o.wq_id);
         self.cq_ids.free(o.cq_id);
+        let wk = if o.kind == WqKind::Sq {
+            QueueKind::Sq
+        } else {
+            QueueKind::Rq
+        };
+        self.retire_queue(o.page, wk, o.wq_id);
+        self.retire_queue(o.page, QueueKind::Cq, o.cq_id);
         for r in o.regions {
             self.release_region(Some(r));
         }
