@@ -242,7 +242,7 @@ impl Window {
     /// 32-bit store, so a driver that sees the new owner bits sees the body.
     pub fn write_entry(&self, off: usize, body: &[u8], last: u32) {
         let n = body.len();
-        assert!(self.check(off, n + 4) && (self.host + off + n) % 4 == 0);
+        assert!(self.check(off, n + 4) && (self.host + off + n).is_multiple_of(4));
         self.write(off, body);
         fence(Ordering::Release);
         // SAFETY: in bounds (checked) and 4-byte aligned (checked);

@@ -57,7 +57,7 @@ impl Device {
                     let v = u64::from_le_bytes(data.try_into().unwrap());
                     self.doorbell(page, reg, v);
                 }
-                4 if reg % 8 == 0 => {
+                4 if reg.is_multiple_of(8) => {
                     let v = u32::from_le_bytes(data.try_into().unwrap());
                     self.split_db.insert(off, v);
                 }

@@ -140,7 +140,7 @@ mod tests {
         // SAFETY: the descriptor was just created and is ours.
         let mut f = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         f.write_all(&vec![0u8; len]).unwrap();
-        let mut gm = GuestMemory::default();
+        let gm = GuestMemory::default();
         gm.map(0, len as u64, &f, 0).unwrap();
         gm
     }

@@ -53,7 +53,7 @@ impl Initramfs {
     }
 
     fn pad(&mut self) {
-        while self.buf.len() % 4 != 0 {
+        while !self.buf.len().is_multiple_of(4) {
             self.buf.push(0);
         }
     }
@@ -126,7 +126,7 @@ impl Initramfs {
     /// Finishes the archive.
     pub fn finish(mut self) -> Vec<u8> {
         self.entry("TRAILER!!!", 0, &[]);
-        while self.buf.len() % 512 != 0 {
+        while !self.buf.len().is_multiple_of(512) {
             self.buf.push(0);
         }
         self.buf
