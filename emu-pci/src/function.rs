@@ -50,14 +50,25 @@ impl Function {
         })
     }
 
-    /// Stops the data thread and waits for the VMM to disconnect.
+    /// Serves until the VMM disconnects, then stops the data thread.
+    pub fn wait(&mut self) -> io::Result<()> {
+        let r = match self.server.take() {
+            Some(h) => h.join().unwrap_or_else(|_| Err(io::Error::other("vfio-user thread panicked"))),
+            None => Ok(()),
+        };
+        self.stop();
+        r
+    }
+
+    /// Stops the data thread; the server thread ends when its client goes
+    /// (a VMM that is gone, or never came, is not waited for).
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.data.take() {
             let _ = h.join();
         }
-        if let Some(h) = self.server.take() {
-            let _ = h.join();
+        if self.server.as_ref().is_some_and(|h| h.is_finished()) {
+            let _ = self.server.take().map(|h| h.join());
         }
     }
 }
