@@ -10,7 +10,7 @@ set -euo pipefail
 CACHE=${NET_MANA_CACHE:-/var/cache/net-mana}
 PKGS=(libdpdk-dev dpdk-dev dpdk libibverbs-dev ibverbs-providers libclang-dev clang
       meson ninja-build pkg-config valgrind python3-pyelftools iproute2 iputils-ping
-      netcat-openbsd tcpdump ethtool dpkg-dev xz-utils)
+      netcat-openbsd tcpdump ethtool dpkg-dev xz-utils debootstrap)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup.sh: run as root (it installs Debian packages)" >&2

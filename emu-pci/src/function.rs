@@ -53,7 +53,9 @@ impl Function {
     /// Serves until the VMM disconnects, then stops the data thread.
     pub fn wait(&mut self) -> io::Result<()> {
         let r = match self.server.take() {
-            Some(h) => h.join().unwrap_or_else(|_| Err(io::Error::other("vfio-user thread panicked"))),
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("vfio-user thread panicked"))),
             None => Ok(()),
         };
         self.stop();
@@ -102,9 +104,9 @@ fn data_thread(dev: Shared, stop: Arc<AtomicBool>, fds: Vec<i32>) {
             std::thread::sleep(Duration::from_millis(2));
             continue;
         }
-        // SAFETY: `pfds` is a valid array of pollfd of the given length;
-        // the descriptors belong to the device model, which outlives this
-        // thread (the Function joins it before dropping the device).
+        // SAFETY: `pfds` is a valid array of pollfd of the given length. The
+        // descriptors are the device model's sockets; this thread holds a
+        // clone of the shared device, so they stay open while it polls.
         unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 2) };
     }
 }

@@ -16,7 +16,9 @@ use mana_pci::function::Function;
 use std::path::PathBuf;
 
 fn usage() -> ! {
-    eprintln!("usage: mana-pci --socket PATH [--mac MAC] [--afpacket IFNAME | --loopback] [--queues N]");
+    eprintln!(
+        "usage: mana-pci --socket PATH [--mac MAC] [--afpacket IFNAME | --loopback] [--queues N]"
+    );
     std::process::exit(2)
 }
 
@@ -30,7 +32,10 @@ fn main() {
             "--socket" => socket = Some(PathBuf::from(val())),
             "--mac" => {
                 let v = val();
-                let b: Vec<u8> = v.split(':').filter_map(|x| u8::from_str_radix(x, 16).ok()).collect();
+                let b: Vec<u8> = v
+                    .split(':')
+                    .filter_map(|x| u8::from_str_radix(x, 16).ok())
+                    .collect();
                 cfg.mac = b.try_into().unwrap_or_else(|_| {
                     eprintln!("mana-pci: bad MAC {v}");
                     std::process::exit(2)

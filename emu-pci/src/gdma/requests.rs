@@ -6,7 +6,7 @@
 //! requests (the MANA ones are in `crate::mana`).
 
 use super::eq::Eq;
-use super::ring::{Producer, PAGE};
+use super::ring::Producer;
 use super::{DmaRegion, Registration, DB_PAGES, MANA_DB_PAGE, MAX_CQS, MAX_EQS, MAX_WQS};
 use crate::device::{Device, QueueKind};
 use crate::ledger::request_name;
@@ -480,6 +480,3 @@ impl Device {
 pub(crate) fn gdma_general_resp() -> RespHdr {
     RespHdr::new_zeroed()
 }
-
-#[allow(dead_code)]
-const _: () = assert!(PAGE == 4096);

@@ -13,7 +13,7 @@ use super::initramfs::Initramfs;
 use std::fs;
 use std::io;
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -285,9 +285,4 @@ impl Drop for Vm {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-/// Where a file in the run directory is, for messages.
-pub fn show(p: &Path) -> String {
-    p.display().to_string()
 }

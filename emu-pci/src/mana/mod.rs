@@ -6,7 +6,7 @@
 //! steering, and posts the EQEs the model's CQs raise.
 
 use crate::device::{Device, QueueKind};
-use crate::gdma::requests::{fail, invalid, v1, Handled, MANA_GPA_MKEY, MANA_PDID};
+use crate::gdma::requests::{fail, invalid, v1, Handled, MANA_GPA_MKEY};
 use crate::gdma::ring::Ring;
 use crate::gdma::MANA_DB_PAGE;
 use gdma::control::*;
@@ -579,6 +579,3 @@ impl Device {
 fn gdma_general() -> RespHdr {
     RespHdr::new_zeroed()
 }
-
-#[allow(dead_code)]
-const _: u32 = MANA_PDID;
