@@ -119,6 +119,8 @@ fn main() {
     if verbose {
         println!("guest tier: {:.1} s in all", t0.elapsed().as_secs_f64());
     }
+    // Exit skips destructors: the run directory and the peer go first.
+    drop(tier);
     let _ = std::fs::remove_file(&log_path);
     std::process::exit(i32::from(failed > 0));
 }

@@ -13,7 +13,7 @@ use super::initramfs::Initramfs;
 use std::fs;
 use std::io;
 use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -133,7 +133,19 @@ impl RunDir {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("net-mana-guest-{}-{n}", std::process::id());
-        let host = p.chroot.join("tmp").join(&name);
+        let tmp = p.chroot.join("tmp");
+        // Run directories of runs that were killed before they cleaned up.
+        for e in fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let f = e.file_name().to_string_lossy().into_owned();
+            let pid = f
+                .strip_prefix("net-mana-guest-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        }
+        let host = tmp.join(&name);
         let _ = fs::remove_dir_all(&host);
         fs::create_dir_all(&host)?;
         Ok(RunDir {
