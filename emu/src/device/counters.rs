@@ -25,7 +25,8 @@ pub struct PortCounters {
     pub rx_packets: u64,
     pub rx_bytes: u64,
     /// Drops by reason: no_rx_buffer, no_rx_queue, rx_truncated, bad_lkey,
-    /// out_of_mr, mtu, malformed_wqe, vport, link_down, reset, ...
+    /// out_of_mr, mtu, malformed_wqe, vport, link_down, reset,
+    /// backend_rx_overflow (the host socket of an AF_PACKET port), ...
     pub drops: BTreeMap<String, u64>,
 }
 

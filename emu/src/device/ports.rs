@@ -101,6 +101,10 @@ impl State {
                             None => break,
                         }
                     }
+                    let lost = backend::af_packet_drops(fd);
+                    if lost > 0 {
+                        self.ports[i].counters.drop("backend_rx_overflow", lost);
+                    }
                 }
                 // Fed once RX is configured, without outrunning a lossless
                 // port's backlog.
