@@ -51,29 +51,16 @@ struct Driver(UnsafeCell<ffi::rte_pci_driver>);
 // afterwards only DPDK's bus code reads it.
 unsafe impl Sync for Driver {}
 
-static DRIVER: Driver = Driver(UnsafeCell::new(ffi::rte_pci_driver {
-    next: ffi::rte_pci_driver__bindgen_ty_1 {
-        tqe_next: std::ptr::null_mut(),
-        tqe_prev: std::ptr::null_mut(),
-    },
-    driver: ffi::rte_driver {
-        next: ffi::rte_driver__bindgen_ty_1 {
-            tqe_next: std::ptr::null_mut(),
-            tqe_prev: std::ptr::null_mut(),
-        },
-        name: c"net_mana".as_ptr(),
-        alias: std::ptr::null(),
-    },
-    probe: Some(probe),
-    remove: Some(remove),
-    dma_map: None,
-    dma_unmap: None,
-    id_table: ID_TABLE.as_ptr(),
+static DRIVER: Driver = Driver(UnsafeCell::new(ffi::compat::pci_driver(
+    c"net_mana",
+    Some(probe),
+    Some(remove),
+    ID_TABLE.as_ptr(),
     // No BAR mapping: the kernel mana/mana_ib drivers stay bound. One
     // function carries several ports: probing it again (a `port attach`
     // with other `mac=` devargs) adds the ports not created yet.
-    drv_flags: ffi::RTE_PCI_DRV_INTR_RMV | ffi::RTE_PCI_DRV_PROBE_AGAIN,
-}));
+    ffi::RTE_PCI_DRV_INTR_RMV | ffi::RTE_PCI_DRV_PROBE_AGAIN,
+)));
 
 unsafe extern "C" fn probe(_drv: *mut ffi::rte_pci_driver, dev: *mut ffi::rte_pci_device) -> c_int {
     // SAFETY: EAL passes a valid device for the duration of the call.
@@ -81,12 +68,12 @@ unsafe extern "C" fn probe(_drv: *mut ffi::rte_pci_driver, dev: *mut ffi::rte_pc
 }
 
 unsafe extern "C" fn remove(dev: *mut ffi::rte_pci_device) -> c_int {
-    // SAFETY: as above.
+    // SAFETY: EAL passes a valid, probed device for the duration of the call.
     crate::probe::pci_remove(unsafe { &mut *dev })
 }
 
 extern "C" fn constructor() {
-    crate::log::init();
+    crate::ffi::log::init();
     // SAFETY: runs once at load time; the driver object is static and valid
     // for the life of the process, as the PCI bus requires.
     unsafe { ffi::rte_pci_register(DRIVER.0.get()) };

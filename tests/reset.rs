@@ -100,6 +100,12 @@ fn mbufs_in_use(t: &mut Testpmd) -> u64 {
 fn wait_for_events(t: &Testpmd, port: u16, what: &str, n: usize, timeout: Duration) {
     let t0 = Instant::now();
     while events(&t.output(), port, what) < n {
+        if let Some(how) = t.exited() {
+            panic!(
+                "{how} before {n} '{what}' events for port {port}:\n{}",
+                t.output()
+            );
+        }
         assert!(
             t0.elapsed() < timeout,
             "only {} of {n} '{what}' events for port {port}:\n{}",
@@ -408,20 +414,149 @@ fn a_hot_remove_during_recovery_ends_in_removal() {
     let mut t = spawn(&env, &["--forward-mode=txonly"]);
     t.cmd("start").unwrap();
     t.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
-    wait_for_events(&t, 0, "error recovery failed", 1, Duration::from_secs(10));
-    wait_for_events(&t, 1, "error recovery failed", 1, Duration::from_secs(10));
+    wait_for_events(&t, 0, "device removal", 1, Duration::from_secs(10));
+    wait_for_events(&t, 1, "device removal", 1, Duration::from_secs(10));
     t.cmd("stop").unwrap();
     t.cmd("port stop all").unwrap();
     t.cmd("port close all").unwrap();
     let out = t.quit().unwrap();
-    // testpmd asks for removal events (intr_conf.rmv): RMV follows FAILED.
-    assert_eq!(
-        event_sequence(&out, 0),
-        ["RECOVERING", "FAILED", "RMV"],
-        "{out}"
-    );
+    // testpmd asks for removal events (intr_conf.rmv): RMV ends the
+    // recovery, not FAILED (one terminal event; netvsc 26.07 crashes on
+    // both, see tests/netvsc.rs).
+    assert_eq!(event_sequence(&out, 0), ["RECOVERING", "RMV"], "{out}");
     assert!(
         out.contains("the PCI function was removed; close the port"),
         "{out}"
+    );
+}
+
+/// The device resets again right after the rebuild attached the last
+/// receive queue (its buffers posted, the queues created without error),
+/// before the port switches back to active: the recovery starts over within
+/// the same ERR_RECOVERING instead of declaring a dead port healthy.
+#[test]
+fn a_reset_after_the_rebuild_before_the_switch_to_active_is_recovered_from() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-after-rebuild", sink_port(200)).unwrap();
+    let mut t = Testpmd::builder(&env)
+        .driver(pmd())
+        .args(&["--rxq=2", "--txq=2", "--forward-mode=txonly"])
+        .eal(&["--log-level=pmd.net.mana.*:info"])
+        .timeout(Duration::from_secs(120))
+        .spawn()
+        .expect("testpmd starts");
+    t.cmd("port stop all").unwrap();
+    let baseline = mbufs_in_use(&mut t);
+    t.cmd("port start all").unwrap();
+    t.cmd("start").unwrap();
+    // A sink receives nothing, so the only receive doorbells from now on
+    // are the rebuild's: one per queue as it posts its buffers.
+    reset(&t);
+    t.fault_at(
+        Fault::Reset {
+            pci: PCI.into(),
+            down_ms: None,
+            new_name: None,
+        },
+        Trigger::AtRqDoorbell(2),
+    )
+    .unwrap();
+    wait_for_events(
+        &t,
+        0,
+        "error recovery successful",
+        1,
+        Duration::from_secs(20),
+    );
+    let tx0 = t.device_counters().unwrap().port(MAC0).unwrap().tx_packets;
+    t.wait_device(Duration::from_secs(10), |c| {
+        c.port(MAC0).is_some_and(|p| p.tx_packets > tx0 + 1000)
+    })
+    .unwrap_or_else(|e| panic!("traffic did not resume: {e}\n{}", t.output()));
+    t.cmd("stop").unwrap();
+    t.cmd("port stop all").unwrap();
+    let after = mbufs_in_use(&mut t);
+    let out = t.quit().unwrap();
+    // The driver notices the second reset (its async event) before it
+    // switches to active (one recovery, started over), while it announces
+    // success, or after (a second recovery); the events never interleave.
+    let seq = event_sequence(&out, 0);
+    let restarted = out.contains("the device reset again as it came back; recovering again");
+    assert!(
+        (seq == ["RECOVERING", "SUCCESS"] && restarted)
+            || seq == ["RECOVERING", "SUCCESS"].repeat(2),
+        "events {seq:?}:\n{out}"
+    );
+    assert_eq!(after, baseline, "mbufs in use after the double reset");
+}
+
+/// One port whose wire swallows what it sends.
+fn sink_port(down_ms: u64) -> Config {
+    Config::parse(&format!(
+        r#"
+[options]
+reset_down_ms = {down_ms}
+
+[[adapter]]
+pci = "{PCI}"
+ib_name = "mana_0"
+
+[[adapter.port]]
+mac = "{MAC0}"
+backend = {{ kind = "sink" }}
+"#
+    ))
+    .unwrap()
+}
+
+/// Packets the device delivered that no burst polled before a reset are
+/// counted as lost to it (xstats `rx_q<n>_lost_to_reset`), so the device's
+/// receive count equals what the application got plus what the reset took.
+#[test]
+fn received_packets_not_polled_at_a_reset_are_counted_as_lost_to_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-unpolled", sink_port(100)).unwrap();
+    let mut t = spawn(&env, &["--forward-mode=rxonly"]);
+    // Not forwarding: what arrives waits in the receive ring.
+    let frames: Vec<Vec<u8>> = (0..50u8)
+        .map(|i| {
+            mana_emu::pkt::build::udp4(
+                mana_emu::config::parse_mac(MAC0).unwrap(),
+                [2, 0, 0, 0, 0, 1],
+                [10, 0, 0, i],
+                [10, 9, 9, 9],
+                1000,
+                2000,
+                30,
+            )
+        })
+        .collect();
+    t.inject(MAC0, &frames).unwrap();
+    t.wait_device(Duration::from_secs(10), |c| {
+        c.port(MAC0).is_some_and(|p| p.rx_packets == 50)
+    })
+    .unwrap();
+    reset(&t);
+    wait_for_events(
+        &t,
+        0,
+        "error recovery successful",
+        1,
+        Duration::from_secs(20),
+    );
+    let out = t.cmd("show port xstats 0").unwrap();
+    let value = |k: &str| -> u64 {
+        let l = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{k}:")))
+            .unwrap_or_else(|| panic!("no {k} in {out}"));
+        l.split(':').nth(1).unwrap().trim().parse().unwrap()
+    };
+    assert_eq!(value("rx_q0_lost_to_reset"), 50, "{out}");
+    assert_eq!(value("rx_good_packets"), 0, "{out}");
+    let log = t.quit().unwrap();
+    assert!(
+        log.contains("50 received packets not yet polled were lost to the reset"),
+        "{log}"
     );
 }

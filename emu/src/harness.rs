@@ -298,9 +298,22 @@ pub struct TestpmdBuilder<'a> {
     timeout: Duration,
     file_prefix: Option<String>,
     hugepages: bool,
+    envs: Vec<(String, String)>,
+    binary: PathBuf,
 }
 
 impl<'a> TestpmdBuilder<'a> {
+    /// The testpmd to run (default: `dpdk-testpmd` from `PATH`), e.g. one
+    /// of another DPDK release (with `LD_LIBRARY_PATH` through `env`).
+    pub fn testpmd(mut self, bin: PathBuf) -> Self {
+        self.binary = bin;
+        self
+    }
+    /// An environment variable for testpmd.
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.envs.push((k.into(), v.into()));
+        self
+    }
     /// The PMD plugin passed with `-d` (must not be in a world-writable dir).
     pub fn driver(mut self, p: PathBuf) -> Self {
         self.driver = Some(p);
@@ -366,7 +379,7 @@ impl<'a> TestpmdBuilder<'a> {
         // stdout is a pipe: make testpmd's printf output line-buffered so
         // replies arrive before the next prompt (stdbuf execs, same pid).
         let mut cmd = Command::new("stdbuf");
-        cmd.args(["-oL", "-eL", "dpdk-testpmd"]);
+        cmd.args(["-oL", "-eL"]).arg(&self.binary);
         if self.hugepages {
             cmd.args(["-m", "256"]);
         } else {
@@ -398,6 +411,9 @@ impl<'a> TestpmdBuilder<'a> {
         cmd.env("LD_PRELOAD", preload.join(" "));
         cmd.env("MANA_EMU_CONFIG", &self.env.config_path);
         cmd.env("SYSFS_PCI_DEVICES", self.env.pci_devices());
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
         // stdout and stderr share one pipe, so what a command logs is read
         // in the order written: before the prompt that follows it.
         let (reader, writer) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
@@ -410,6 +426,7 @@ impl<'a> TestpmdBuilder<'a> {
         let out = Arc::new(Mutex::new(String::new()));
         {
             let out = out.clone();
+            let pid = child.id();
             std::thread::spawn(move || {
                 let mut r = BufReader::new(reader);
                 let mut line = String::new();
@@ -417,6 +434,10 @@ impl<'a> TestpmdBuilder<'a> {
                     out.lock().unwrap().push_str(&line);
                     line.clear();
                 }
+                // Output closed: say how testpmd ended, so a test waiting
+                // for more reports the crash rather than a timeout.
+                let note = exit_note(pid);
+                out.lock().unwrap().push_str(&note);
             });
         }
         let stdin = child.stdin.take();
@@ -477,11 +498,24 @@ impl Testpmd {
             timeout: Duration::from_secs(120),
             file_prefix: None,
             hugepages: false,
+            envs: Vec::new(),
+            binary: PathBuf::from("dpdk-testpmd"),
         }
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// How testpmd ended, once it has (its output closed).
+    pub fn exited(&self) -> Option<String> {
+        let o = self.out.lock().unwrap();
+        let i = o.rfind(EXIT_MARK)?;
+        Some(
+            o[i + EXIT_MARK.len()..]
+                .trim_end_matches([']', '\n'])
+                .to_string(),
+        )
     }
 
     /// Everything testpmd printed so far.
@@ -519,6 +553,12 @@ impl Testpmd {
                         return Ok(v);
                     }
                 }
+            }
+            if let Some(how) = self.exited() {
+                return Err(format!(
+                    "{how} while waiting for {pat:?}; output:\n{}",
+                    self.output()
+                ));
             }
             if t0.elapsed() > timeout || Instant::now() > self.deadline {
                 return Err(format!(
@@ -726,5 +766,38 @@ mod tests {
         let v = without_events(raw);
         assert_eq!(v, "Done.\ntestpmd\n> \r\ntestpmd> ");
         assert!(v.replace('\n', "").contains("testpmd> \r"));
+    }
+}
+
+const EXIT_MARK: &str = "\n[harness: ";
+
+/// Waits (without reaping: `Testpmd` still owns the child) until `pid` has
+/// ended and describes how.
+fn exit_note(pid: u32) -> String {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waits on our own child; WNOWAIT leaves it to `Child::wait`.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+    };
+    if r != 0 {
+        return format!("{EXIT_MARK}dpdk-testpmd closed its output]\n");
+    }
+    // SAFETY: filled in by a successful waitid for an exited child.
+    let status = unsafe { info.si_status() };
+    if info.si_code == libc::CLD_EXITED {
+        format!("{EXIT_MARK}dpdk-testpmd exited with status {status}]\n")
+    } else {
+        // SAFETY: strsignal returns a static or thread-local string.
+        let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(status)) };
+        format!(
+            "{EXIT_MARK}dpdk-testpmd killed by signal {status} ({})]\n",
+            name.to_string_lossy()
+        )
     }
 }

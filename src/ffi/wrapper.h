@@ -1,4 +1,4 @@
-/* Headers the driver binds to: DPDK 22.11 (public + driver SDK) and
+/* Headers the driver binds to: DPDK 22.11 or later (public + driver SDK) and
  * rdma-core (libibverbs + libmana). Bindgen reads this file. */
 #include <rte_common.h>
 #include <rte_eal.h>
@@ -6,7 +6,6 @@
 #include <rte_log.h>
 #include <rte_malloc.h>
 #include <rte_memzone.h>
-#include <rte_eal_paging.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_ether.h>

@@ -67,5 +67,7 @@ chmod 0644 "$SO"
 # The testpmd queue-state shim (see queue-state-shim.c).
 # shellcheck disable=SC2046
 cc -O2 -g -fPIC -shared -o "$OUT_DIR/libtestpmd_qstate_shim.so" "$(dirname "$0")/queue-state-shim.c" \
+    -DALLOW_INTERNAL_API -DALLOW_EXPERIMENTAL_API \
+    -I "$SRC/lib/ethdev" -I "$SRC/lib/eal/include" \
     $(pkg-config --cflags --libs libdpdk) -ldl -Wno-deprecated-declarations
 echo "$SO"

@@ -5,7 +5,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::{Res, State, EIO, ENODEV, ENOMEM};
+use super::{Res, State, EBUSY, EIO, ENODEV, ENOMEM};
 use crate::fd::write_fd;
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
@@ -26,6 +26,11 @@ pub enum Fault {
     },
     /// PCI hot remove: gone for good, sysfs directories deleted.
     HotRemove {
+        pci: String,
+    },
+    /// PCI hot add of a removed function: back with its configuration
+    /// (sysfs directories, IB device), a new generation.
+    HotAdd {
         pci: String,
     },
     LinkDown {
@@ -74,6 +79,11 @@ pub enum Trigger {
     /// table or QP), before it is carried out: a reset or removal then fails
     /// that call with EIO, as a device dying under a driver's setup would.
     AtCreate(u64),
+    /// Right after the n-th receive-queue doorbell from now that the device
+    /// accepts (a driver posting receive buffers, as it does once its queues
+    /// exist): a reset then lands after a driver's queue setup succeeded and
+    /// before it resumes traffic.
+    AtRqDoorbell(u64),
 }
 
 pub(super) struct Scheduled {
@@ -89,9 +99,29 @@ pub(super) enum Due {
     Packets(u64),
     /// At this value of `creates`.
     Create(u64),
+    /// At this value of `rq_doorbells`.
+    RqDoorbell(u64),
 }
 
 impl State {
+    /// Every accepted receive-queue doorbell passes here: fires the faults
+    /// due at it.
+    pub(super) fn rq_doorbell_taken(&mut self) {
+        self.rq_doorbells += 1;
+        let n = self.rq_doorbells;
+        let mut due = Vec::new();
+        self.faults.retain(|f| {
+            let hit = f.due == Due::RqDoorbell(n);
+            if hit {
+                due.push(f.fault.clone());
+            }
+            !hit
+        });
+        for f in due {
+            let _ = self.apply_fault(f);
+        }
+    }
+
     /// Every object creation passes here: fires the faults due at it, then
     /// takes a pending allocation failure.
     pub(super) fn take_alloc_fail(&mut self) -> Res<()> {
@@ -126,6 +156,7 @@ impl State {
             Trigger::AfterMs(ms) => Due::At(Instant::now() + Duration::from_millis(ms)),
             Trigger::AfterPackets(n) => Due::Packets(self.packets_moved + n),
             Trigger::AtCreate(n) => Due::Create(self.creates + n.max(1)),
+            Trigger::AtRqDoorbell(n) => Due::RqDoorbell(self.rq_doorbells + n.max(1)),
         };
         self.faults.push(Scheduled { fault, due });
         Ok(())
@@ -133,7 +164,7 @@ impl State {
 
     fn validate_fault(&self, f: &Fault) -> Res<()> {
         match f {
-            Fault::Reset { pci, .. } | Fault::HotRemove { pci } => {
+            Fault::Reset { pci, .. } | Fault::HotRemove { pci } | Fault::HotAdd { pci } => {
                 self.adapter_by_pci(pci).map(|_| ())
             }
             Fault::LinkDown { mac }
@@ -224,6 +255,30 @@ impl State {
                 ad.back_at = None;
                 crate::sysfs::remove_ib(&root, &ad.ib_name);
                 crate::sysfs::remove_pci(&root, &ad.pci);
+                let pci = ad.pci.clone();
+                self.vswitch.pci_event(&pci, crate::vmbus::VfEvent::Removed);
+                crate::uevent::pci_event("remove", &pci);
+            }
+            Fault::HotAdd { pci } => {
+                let a = self.adapter_by_pci(&pci)?;
+                if !self.adapters[a].removed {
+                    return Err(EBUSY);
+                }
+                let ad = &mut self.adapters[a];
+                ad.removed = false;
+                ad.present = true;
+                ad.generation += 1;
+                let acfg = &self.adapter_cfgs[ad.cfg_index];
+                let ups: Vec<bool> = ad
+                    .ports
+                    .iter()
+                    .map(|&p| self.ports[p].kernel_if_up)
+                    .collect();
+                let _ = crate::sysfs::ensure_pci(&self.opts.sysfs_root, acfg, &ups);
+                let _ = crate::sysfs::ensure_ib(&self.opts.sysfs_root, acfg, &ad.ib_name);
+                let pci = ad.pci.clone();
+                crate::uevent::pci_event("add", &pci);
+                self.vswitch.pci_event(&pci, crate::vmbus::VfEvent::Added);
             }
             Fault::LinkDown { mac } => {
                 let p = self.port_by_mac(&mac)?;
@@ -296,7 +351,7 @@ impl State {
             let hit = match s.due {
                 Due::At(t) => now >= t,
                 Due::Packets(n) => moved >= n,
-                Due::Create(_) => false,
+                Due::Create(_) | Due::RqDoorbell(_) => false,
             };
             if hit {
                 due.push(s.fault.clone());

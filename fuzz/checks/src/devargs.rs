@@ -1,5 +1,5 @@
 //! Targets `devargs` and `devargs_model`: the `mac=` device-argument parser
-//! of the driver (`src/devargs.rs`, included by path: the driver crate needs
+//! of the driver (`src/probe/devargs.rs` with `src/hw/mac.rs`, included by path: the driver crate needs
 //! DPDK to build, this module is plain Rust).
 //!
 //! `devargs` feeds it any text; `devargs_model` writes argument strings from
@@ -10,7 +10,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 
-#[path = "../../../src/devargs.rs"]
+#[path = "../../../src/probe/devargs.rs"]
 #[allow(dead_code)]
 mod parser;
 

@@ -24,6 +24,8 @@ pub mod rss;
 pub mod tx_oob;
 pub mod wqe;
 
+mod hw;
+
 /// One fuzz target: its name (the libFuzzer binary, the AFL++ argument and
 /// the seed directory `fuzz/seeds/<name>`) and its check.
 #[derive(Clone, Copy)]

@@ -1,0 +1,444 @@
+//! The life of a port as the application drives it: configure, queue
+//! setup and release, start, per-queue start/stop, stop, close, and what
+//! follows the port state (link status, queue states, MTU, VLAN strip).
+//! The ethdev ops are thin wrappers over these.
+
+use crate::control::error::{Error, Result};
+use crate::control::port::{install_bursts, Ctrl, Port};
+use crate::control::queues::{self, Kind, Plan, QueueSet};
+use crate::control::reset::Phase;
+use crate::control::rss::RETA_SIZE;
+use crate::dataplane::rxq::{RxConf, RxQueue};
+use crate::dataplane::txq::{TxConf, TxQueue};
+use crate::ffi::consts::*;
+use crate::ffi::{self, compat};
+use ::log::{info, warn};
+use std::ffi::c_int;
+
+pub const MIN_DESC: u16 = 64;
+pub const MIN_MTU: u16 = 68;
+pub const MAX_MTU: u16 = 9000;
+/// Ethernet header plus one VLAN tag on top of the MTU.
+pub const L2_OVERHEAD: u32 = 14 + 4;
+
+/// Refuses control operations while a reset is being recovered from, or
+/// after recovery failed (the port must then be closed).
+pub fn refuse_if_resetting(p: &Port) -> Result<()> {
+    match p.reset.phase() {
+        Phase::Active => Ok(()),
+        Phase::Recovering => Err(Error::retry_later(
+            "recovering from a device reset; retry after RTE_ETH_EVENT_RECOVERY_SUCCESS",
+        )),
+        Phase::Failed | Phase::Closed => Err(Error::new(
+            libc::ENODEV,
+            "the device is gone; close the port",
+        )),
+    }
+}
+
+/// `dev_configure`: ethdev has stored the configuration and sized the queue
+/// arrays; check what MANA cannot do, take the RSS settings.
+pub fn configure(p: &Port) -> Result<()> {
+    refuse_if_resetting(p)?;
+    let d = p.data();
+    let conf = &d.dev_conf;
+    let (nb_rx, nb_tx) = (d.nb_rx_queues, d.nb_tx_queues);
+    if nb_rx == 0 || nb_tx == 0 {
+        return Err(Error::invalid(
+            "configure needs at least one receive and one transmit queue",
+        ));
+    }
+    if !nb_rx.is_power_of_two() || usize::from(nb_rx) > RETA_SIZE {
+        return Err(Error::invalid(format!(
+            "{nb_rx} receive queues: MANA spreads traffic over a power-of-two number of receive queues, at most {RETA_SIZE}"
+        )));
+    }
+    let mq = conf.rxmode.mq_mode;
+    if mq != ffi::RTE_ETH_MQ_RX_NONE && mq != ffi::RTE_ETH_MQ_RX_RSS {
+        return Err(Error::invalid(format!(
+            "rx mq_mode {mq} is not supported; use none or RSS"
+        )));
+    }
+    if conf.txmode.mq_mode != ffi::RTE_ETH_MQ_TX_NONE {
+        return Err(Error::invalid(format!(
+            "tx mq_mode {} is not supported",
+            conf.txmode.mq_mode
+        )));
+    }
+    if conf.lpbk_mode != 0 {
+        return Err(Error::invalid(format!(
+            "lpbk_mode {} refused: MANA has no loopback mode and Azure does not send a port's frames back to it; configure lpbk_mode 0",
+            conf.lpbk_mode
+        )));
+    }
+    if conf.intr_conf.lsc() != 0 {
+        return Err(Error::invalid(
+            "link status interrupts are not supported (the link follows the port state)",
+        ));
+    }
+    let rss_on = mq & MQ_RX_RSS_FLAG != 0;
+    let mut ctrl = p.ctrl.lock();
+    if rss_on {
+        ctrl.rss.take_conf(&conf.rx_adv_conf.rss_conf)?;
+        // SAFETY: the port's data, written under the control lock inside
+        // the configure op (ethdev reads offloads only after it returns).
+        unsafe { (*p.data_ptr()).dev_conf.rxmode.offloads |= RX_OFFLOAD_RSS_HASH };
+    }
+    ctrl.rss.spread(nb_rx);
+    ctrl.rx.configure(nb_rx);
+    ctrl.tx.configure(nb_tx);
+    p.shared().set_rss(&ctrl.rss);
+    Ok(())
+}
+
+fn check_desc(p: &Port, nb_desc: u16) -> Result<()> {
+    let max = p.shared().limits.max_desc;
+    if !nb_desc.is_power_of_two() || nb_desc < MIN_DESC || nb_desc > max {
+        return Err(Error::invalid(format!(
+            "{nb_desc} descriptors: MANA queues take a power of two from {MIN_DESC} to {max}"
+        )));
+    }
+    Ok(())
+}
+
+/// The receive buffer a frame of `mtu` needs (no scatter).
+fn frame_len(mtu: u16) -> u32 {
+    u32::from(mtu) + L2_OVERHEAD
+}
+
+/// `rx_queue_setup`: replaces queue `qid` with a new one.
+pub fn setup_rx(
+    p: &Port,
+    qid: u16,
+    nb_desc: u16,
+    socket: c_int,
+    conf: &ffi::rte_eth_rxconf,
+    mp: *mut ffi::rte_mempool,
+) -> Result<()> {
+    let at = |e: Error| e.context(format!("rx queue {qid}"));
+    let mut ctrl = p.ctrl.lock();
+    refuse_if_resetting(p)?;
+    check_desc(p, nb_desc)?;
+    if conf.rx_nseg != 0 || conf.rx_nmempool != 0 {
+        return Err(at(Error::invalid(
+            "buffer split and multiple mempools are not supported",
+        )));
+    }
+    let d = p.data();
+    // SAFETY: a mempool from the application (ethdev checked it is not null).
+    let room = u32::from(unsafe { ffi::mana_shim_pktmbuf_data_room_size(mp) });
+    let buf_len = room.saturating_sub(ffi::RTE_PKTMBUF_HEADROOM);
+    let frame = frame_len(d.mtu);
+    if buf_len < frame {
+        return Err(at(Error::invalid(format!(
+            "mbufs hold {buf_len} bytes but MTU {} frames need {frame}; MANA receives \
+             each packet into one buffer (no scatter): use a larger mbuf data room",
+            d.mtu
+        ))));
+    }
+    ctrl.rx.release(d, qid);
+    ctrl.generation += 1;
+    let q = RxQueue::alloc(
+        RxConf {
+            port_id: p.port_id,
+            queue_id: qid,
+            socket,
+            nb_desc,
+            buf_len,
+            mp,
+            conf: *conf,
+        },
+        conf.offloads | d.dev_conf.rxmode.offloads,
+    )
+    .ok_or_else(|| {
+        at(Error::new(
+            libc::ENOMEM,
+            format!("out of memory on socket {socket}"),
+        ))
+    })?;
+    ctrl.rx.install(d, qid, q);
+    Ok(())
+}
+
+/// `tx_queue_setup`: replaces queue `qid` with a new one.
+pub fn setup_tx(
+    p: &Port,
+    qid: u16,
+    nb_desc: u16,
+    socket: c_int,
+    conf: &ffi::rte_eth_txconf,
+) -> Result<()> {
+    let at = |e: Error| e.context(format!("tx queue {qid}"));
+    let mut ctrl = p.ctrl.lock();
+    refuse_if_resetting(p)?;
+    check_desc(p, nb_desc)?;
+    let d = p.data();
+    ctrl.tx.release(d, qid);
+    ctrl.generation += 1;
+    let q = TxQueue::alloc(TxConf {
+        port_id: p.port_id,
+        queue_id: qid,
+        socket,
+        nb_desc,
+        offloads: conf.offloads | d.dev_conf.txmode.offloads,
+        conf: *conf,
+    })
+    .ok_or_else(|| {
+        at(Error::new(
+            libc::ENOMEM,
+            format!("out of memory on socket {socket}"),
+        ))
+    })?;
+    ctrl.tx.install(d, qid, q);
+    Ok(())
+}
+
+/// `rx_queue_release` (ethdev calls it on a stopped port).
+pub fn release_rx(p: &Port, qid: u16) {
+    let mut ctrl = p.ctrl.lock();
+    ctrl.generation += 1;
+    ctrl.rx.release(p.data(), qid);
+}
+
+/// `tx_queue_release` (ethdev calls it on a stopped port).
+pub fn release_tx(p: &Port, qid: u16) {
+    let mut ctrl = p.ctrl.lock();
+    ctrl.generation += 1;
+    ctrl.tx.release(p.data(), qid);
+}
+
+/// `dev_start`: builds the queues on the device and lets traffic in.
+pub fn start(p: &Port) -> Result<()> {
+    // The phase is checked under the lock: a reset begins under it too.
+    let mut ctrl = p.ctrl.lock();
+    refuse_if_resetting(p)?;
+    if ctrl.started {
+        return Ok(());
+    }
+    start_locked(p, &mut ctrl).map_err(|e| e.context("start failed"))?;
+    ctrl.started = true;
+    // SAFETY: our live ethdev; the queues are attached.
+    unsafe { install_bursts(p.eth_dev, true) };
+    publish_states(p, &ctrl, true);
+    // SAFETY: the port's data, under the control lock.
+    queues::open_gates(&ctrl, unsafe { &mut *p.data_ptr() });
+    info!(
+        "{}: started with {} rx / {} tx queues",
+        p.name,
+        ctrl.rx.configured(),
+        ctrl.tx.configured()
+    );
+    Ok(())
+}
+
+/// Builds and attaches the queues on the current device.
+fn start_locked(p: &Port, ctrl: &mut Ctrl) -> Result<()> {
+    let plan = Plan::new(p, ctrl)?;
+    let dev = ctrl
+        .dev
+        .as_ref()
+        .ok_or_else(|| Error::new(libc::ENODEV, "the device is gone"))?;
+    crate::control::mr::register_all_pools(p, dev);
+    let built = queues::build(p, dev, &plan)?;
+    queues::attach(p, ctrl, built)
+}
+
+/// `dev_stop`. Whatever the reset phase, queues that are up come down; a
+/// recovery that has yet to rebuild sees `started` false and leaves them.
+pub fn stop(p: &Port) {
+    let mut ctrl = p.ctrl.lock();
+    if ctrl.running.is_some() {
+        stop_locked(p, &mut ctrl);
+    }
+    ctrl.started = false;
+    // SAFETY: our live ethdev.
+    unsafe { install_bursts(p.eth_dev, false) };
+    publish_states(p, &ctrl, false);
+}
+
+/// Stops the data path and destroys the queues' verbs objects.
+pub fn stop_locked(p: &Port, ctrl: &mut Ctrl) {
+    // SAFETY: our live ethdev.
+    unsafe { install_bursts(p.eth_dev, false) };
+    queues::close_gates(ctrl);
+    queues::drain_tx(ctrl);
+    crate::control::intr::disable_rx_vectors(p);
+    drop(ctrl.running.take());
+    let lost = queues::detach_all(ctrl);
+    if lost > 0 {
+        warn!(
+            "{}: {lost} packets queued for sending were discarded at stop",
+            p.name
+        );
+    }
+}
+
+/// `dev_close` in the primary: cancels a recovery, stops, frees the queues
+/// and the device. The caller frees the port's private state after.
+pub fn close(p: &Port) {
+    // Cancels a recovery in progress and waits for its thread (unless this
+    // is that thread, or the interrupt thread that has yet to start it).
+    p.reset.cancel_and_wait();
+    let device = {
+        let mut ctrl = p.ctrl.lock();
+        if ctrl.running.is_some() {
+            stop_locked(p, &mut ctrl);
+        }
+        ctrl.started = false;
+        let d = p.data();
+        ctrl.rx.release_all(d);
+        ctrl.tx.release_all(d);
+        ctrl.dev.take()
+    };
+    crate::control::reset::close_device(p, device);
+    info!("{}: closed", p.name);
+}
+
+fn link(up: bool) -> ffi::rte_eth_link {
+    let speed = if up { SPEED_NUM_100G } else { 0 };
+    // Full duplex, fixed (RTE_ETH_LINK_FULL_DUPLEX, RTE_ETH_LINK_FIXED).
+    compat::eth_link(speed, true, false, up)
+}
+
+/// Writes the link status into the port's shared data, where every process
+/// reads it. MANA has no carrier state of its own: the link is up while the
+/// port is started and not recovering from a reset.
+pub fn publish_link(p: &Port) -> c_int {
+    let up = p.data().dev_started() != 0 && p.reset.phase() == Phase::Active;
+    // SAFETY: our live ethdev.
+    unsafe { ffi::mana_shim_linkstatus_set(p.eth_dev, &link(up)) }
+}
+
+/// Link status and queue states follow the port state; a queue set up with
+/// deferred start stays stopped until `rte_eth_dev_*_queue_start`.
+fn publish_states(p: &Port, ctrl: &Ctrl, up: bool) {
+    // SAFETY: our live ethdev.
+    unsafe { ffi::mana_shim_linkstatus_set(p.eth_dev, &link(up)) };
+    fn set<Q: Kind>(d: *mut ffi::rte_eth_dev_data, set: &QueueSet<Q>, up: bool) {
+        for (i, q) in set.iter() {
+            let started = up && !q.deferred_start();
+            // SAFETY: the port's data under the control lock; the state
+            // array has RTE_MAX_QUEUES_PER_PORT entries and `i` is a queue id.
+            unsafe { Q::states(&mut *d)[i] = queue_state(started) };
+        }
+    }
+    set(p.data_ptr(), &ctrl.rx, up);
+    set(p.data_ptr(), &ctrl.tx, up);
+}
+
+fn queue_state(started: bool) -> u8 {
+    if started {
+        ffi::RTE_ETH_QUEUE_STATE_STARTED as u8
+    } else {
+        ffi::RTE_ETH_QUEUE_STATE_STOPPED as u8
+    }
+}
+
+/// Starts or stops one receive queue of a started port. A stopped queue's
+/// bursts return 0; it keeps its posted buffers (what lands in them is
+/// delivered after the restart; beyond them the device drops).
+pub fn set_rx_running(p: &Port, qid: u16, run: bool) -> Result<()> {
+    let ctrl = p.ctrl.lock();
+    refuse_if_resetting(p)?;
+    toggle(p, &ctrl.rx, ctrl.started, qid, run, |_| {})
+}
+
+/// Starts or stops one transmit queue of a started port; stopping first
+/// completes the sends in flight.
+pub fn set_tx_running(p: &Port, qid: u16, run: bool) -> Result<()> {
+    let mut ctrl = p.ctrl.lock();
+    refuse_if_resetting(p)?;
+    let Ctrl {
+        tx, token, started, ..
+    } = &mut *ctrl;
+    toggle(p, tx, *started, qid, run, |q| queues::drain_txq(q, token))
+}
+
+/// What rx and tx queue start/stop share; `stopped` runs once the gate is
+/// closed.
+fn toggle<Q: Kind>(
+    p: &Port,
+    set: &QueueSet<Q>,
+    started: bool,
+    qid: u16,
+    run: bool,
+    stopped: impl FnOnce(&Q),
+) -> Result<()> {
+    let q = set
+        .get(usize::from(qid))
+        .filter(|_| started)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "{} queue {qid}: the port is not started or has no such queue",
+                Q::KIND
+            ))
+        })?;
+    if run {
+        q.gate().open();
+    } else {
+        q.gate().close(std::hint::spin_loop);
+        stopped(q);
+    }
+    // SAFETY: the port's data under the control lock; `qid` is a queue id.
+    unsafe { Q::states(&mut *p.data_ptr())[usize::from(qid)] = queue_state(run) };
+    info!(
+        "{}: {} queue {qid} {}",
+        p.name,
+        Q::KIND,
+        if run { "started" } else { "stopped" }
+    );
+    Ok(())
+}
+
+/// `mtu_set`: the vPort MTU belongs to the kernel's mana netdev; its sysfs
+/// file sets it. Every receive queue's buffers must hold the frames.
+pub fn set_mtu(p: &Port, mtu: u16) -> Result<()> {
+    // Held so the queues checked below stay as they are.
+    let ctrl = p.ctrl.lock();
+    refuse_if_resetting(p)?;
+    let frame = frame_len(mtu);
+    if let Some((i, q)) = ctrl.rx.iter().find(|(_, q)| q.conf.buf_len < frame) {
+        return Err(Error::invalid(format!(
+            "MTU {mtu} needs {frame}-byte receive buffers; rx queue {i} has {} (no scatter): set up the queues with larger mbufs first",
+            q.conf.buf_len
+        )));
+    }
+    let path =
+        p.ib.ibdev_path
+            .join("device/net")
+            .join(&p.netdev.ifname)
+            .join("mtu");
+    std::fs::write(&path, format!("{mtu}\n")).map_err(|e| {
+        Error::new(
+            e.raw_os_error().unwrap_or(libc::EIO),
+            format!(
+                "cannot set MTU {mtu} through {}: {e} (needs CAP_NET_ADMIN)",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// VLAN strip on every receive queue (`None`) or one, at once, while the
+/// port runs.
+pub fn set_vlan_strip(p: &Port, queue: Option<u16>, on: bool) -> Result<()> {
+    let ctrl = p.ctrl.lock();
+    match queue {
+        None => {
+            for (_, q) in ctrl.rx.iter() {
+                q.set_vlan_strip(on);
+            }
+            info!(
+                "{}: VLAN strip {} on every rx queue",
+                p.name,
+                if on { "on" } else { "off" }
+            );
+        }
+        Some(qid) => ctrl
+            .rx
+            .get(usize::from(qid))
+            .ok_or_else(|| Error::invalid(format!("rx queue {qid} is not set up")))?
+            .set_vlan_strip(on),
+    }
+    Ok(())
+}

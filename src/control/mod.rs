@@ -1,0 +1,15 @@
+//! The port and its control state: creation and removal, queue
+//! construction on the device, memory registration, interrupts, device
+//! reset recovery, and multi-process support.
+
+pub mod error;
+pub mod handoff;
+pub mod intr;
+pub mod lifecycle;
+pub mod mp;
+pub mod mr;
+pub mod port;
+pub mod queues;
+pub mod reset;
+pub mod rss;
+pub mod shared;

@@ -1,0 +1,170 @@
+//! Basic and extended statistics, read from the queues' counters in any
+//! process. Tx queues settle first (see `TxQueue::settle`), so sends the
+//! device dropped are counted as errors, not as sent.
+
+use super::data;
+use crate::control::queues::EthQueues;
+use crate::dataplane::rxq::RxQueue;
+use crate::dataplane::stats::Counter;
+use crate::dataplane::txq::TxQueue;
+use crate::ffi::compat::QueueStats;
+use crate::ffi::{self, rte_eth_dev};
+use std::ffi::{c_int, c_uint};
+
+type RxField = fn(&RxQueue) -> &Counter;
+type TxField = fn(&TxQueue) -> &Counter;
+
+const RX: &[(&str, RxField)] = &[
+    ("packets", |q| &q.stats.packets),
+    ("bytes", |q| &q.stats.bytes),
+    ("errors", |q| &q.stats.errors),
+    ("mbuf_allocation_errors", |q| &q.stats.nombuf),
+    ("truncated_drops", |q| &q.stats.truncated),
+    ("unexpected_completions", |q| &q.stats.cqe_unexpected),
+    ("cq_overflows", |q| &q.stats.cq_overflow),
+    ("vlan_reinsert_errors", |q| &q.stats.vlan_reinsert_failed),
+    ("lost_to_reset", |q| &q.stats.lost_to_reset),
+];
+
+const TX: &[(&str, TxField)] = &[
+    ("packets", |q| &q.stats.packets),
+    ("bytes", |q| &q.stats.bytes),
+    ("errors", |q| &q.stats.errors),
+    ("no_memory_region_drops", |q| &q.stats.drops[0]),
+    ("too_many_segments_drops", |q| &q.stats.drops[1]),
+    ("bad_tso_drops", |q| &q.stats.drops[2]),
+    ("linearized_packets", |q| &q.stats.linearized),
+    ("sa_drop_completions", |q| &q.stats.cqe_errors[1]),
+    ("mtu_drop_completions", |q| &q.stats.cqe_errors[2]),
+    ("invalid_oob_completions", |q| &q.stats.cqe_errors[3]),
+    ("invalid_eth_type_completions", |q| &q.stats.cqe_errors[4]),
+    ("header_error_completions", |q| &q.stats.cqe_errors[5]),
+    ("vf_disabled_completions", |q| &q.stats.cqe_errors[6]),
+    ("vport_range_completions", |q| &q.stats.cqe_errors[7]),
+    ("vport_disabled_completions", |q| &q.stats.cqe_errors[8]),
+    ("vlan_violation_completions", |q| &q.stats.cqe_errors[9]),
+    ("unexpected_completions", |q| &q.stats.cqe_unexpected),
+    ("cq_overflows", |q| &q.stats.cq_overflow),
+];
+
+/// The port's queues inside one of its ethdev ops.
+fn queues<'d>(dev: *mut rte_eth_dev) -> EthQueues<'d> {
+    // SAFETY: called from our stats ops, inside which ethdev keeps the
+    // queues and their arrays.
+    unsafe { EthQueues::of(data(dev)) }
+}
+
+/// Reaps what the device completed on every tx queue not in a burst.
+fn settle(q: &EthQueues<'_>) {
+    for (_, t) in q.iter::<TxQueue>() {
+        t.settle();
+    }
+}
+
+/// `stats_get` (adapted to this DPDK's signature by `compat::stats_get_op`).
+pub fn stats_get(dev: *mut rte_eth_dev, s: &mut ffi::rte_eth_stats, qs: &mut QueueStats) -> c_int {
+    let q = queues(dev);
+    settle(&q);
+    let nq = ffi::RTE_ETHDEV_QUEUE_STAT_CNTRS as usize;
+    for (i, r) in q.iter::<RxQueue>() {
+        let st = &r.stats;
+        let (pk, by) = (st.packets.get(), st.bytes.get());
+        s.ipackets += pk;
+        s.ibytes += by;
+        s.ierrors += st.errors.get();
+        s.rx_nombuf += st.nombuf.get();
+        if i < nq {
+            qs.ipackets[i] = pk;
+            qs.ibytes[i] = by;
+            qs.errors[i] = st.errors.get();
+        }
+    }
+    for (i, t) in q.iter::<TxQueue>() {
+        let st = &t.stats;
+        let (pk, by) = (st.packets.get(), st.bytes.get());
+        s.opackets += pk;
+        s.obytes += by;
+        s.oerrors += st.errors.get();
+        if i < nq {
+            qs.opackets[i] = pk;
+            qs.obytes[i] = by;
+        }
+    }
+    0
+}
+
+/// Zeroes every queue counter (`stats_reset` and `xstats_reset`).
+pub unsafe extern "C" fn stats_reset(dev: *mut rte_eth_dev) -> c_int {
+    let q = queues(dev);
+    for (_, r) in q.iter::<RxQueue>() {
+        RX.iter().for_each(|(_, f)| f(r).reset());
+    }
+    for (_, t) in q.iter::<TxQueue>() {
+        TX.iter().for_each(|(_, f)| f(t).reset());
+    }
+    0
+}
+
+/// Every (name, value) pair, in a stable order (every queue the port is
+/// configured with, 0 for one not set up).
+fn collect(dev: *mut rte_eth_dev) -> Vec<(String, u64)> {
+    let q = queues(dev);
+    settle(&q);
+    let d = data(dev);
+    let mut out = Vec::new();
+    for i in 0..usize::from(d.nb_rx_queues) {
+        let r = q.get::<RxQueue>(i);
+        for (name, f) in RX {
+            out.push((format!("rx_q{i}_{name}"), r.map_or(0, |r| f(r).get())));
+        }
+    }
+    for i in 0..usize::from(d.nb_tx_queues) {
+        let t = q.get::<TxQueue>(i);
+        for (name, f) in TX {
+            out.push((format!("tx_q{i}_{name}"), t.map_or(0, |t| f(t).get())));
+        }
+    }
+    out
+}
+
+pub unsafe extern "C" fn xstats_get(
+    dev: *mut rte_eth_dev,
+    out: *mut ffi::rte_eth_xstat,
+    n: c_uint,
+) -> c_int {
+    let all = collect(dev);
+    if out.is_null() || (n as usize) < all.len() {
+        return all.len() as c_int;
+    }
+    for (i, (_, v)) in all.iter().enumerate() {
+        // SAFETY: `out` has room for `n >= all.len()` entries.
+        unsafe {
+            *out.add(i) = ffi::rte_eth_xstat {
+                id: i as u64,
+                value: *v,
+            }
+        };
+    }
+    all.len() as c_int
+}
+
+pub unsafe extern "C" fn xstats_get_names(
+    dev: *mut rte_eth_dev,
+    out: *mut ffi::rte_eth_xstat_name,
+    n: c_uint,
+) -> c_int {
+    let all = collect(dev);
+    if out.is_null() || (n as usize) < all.len() {
+        return all.len() as c_int;
+    }
+    for (i, (name, _)) in all.iter().enumerate() {
+        // SAFETY: `out` has room for `n >= all.len()` names of 64 bytes.
+        let dst = unsafe { &mut (*out.add(i)).name };
+        dst.fill(0);
+        let max = dst.len() - 1;
+        for (d, b) in dst.iter_mut().zip(name.bytes().take(max)) {
+            *d = b as std::ffi::c_char;
+        }
+    }
+    all.len() as c_int
+}

@@ -1,0 +1,125 @@
+//! Field access for `struct rte_mbuf`, the same on every DPDK release.
+//!
+//! DPDK 24.07 replaced the mbuf's zero-size markers (`rearm_data`,
+//! `rx_descriptor_fields1`) by anonymous unions around the fields they
+//! marked, so bindgen's paths to `data_off`, `nb_segs`, `port`,
+//! `packet_type`, `pkt_len`, `data_len`, `vlan_tci` and `hash` changed
+//! (`cfg(dpdk_mbuf_unions)`, detected by `build.rs` from the headers). The
+//! data path reads and writes those fields only through this module. Fields
+//! that are plain members in every release (`buf_addr`, `ol_flags`, `pool`,
+//! `next`) are used directly. `layout_tests` checks every path here against
+//! the C compiler's `offsetof`.
+
+use super::sys::rte_mbuf;
+
+/// Defines, for each field, a getter, a setter and a raw field pointer
+/// (`<name>_ptr`, for the layout test), choosing the bindgen path the
+/// headers call for.
+macro_rules! fields {
+    ($(
+        $(#[$doc:meta])*
+        $get:ident, $set:ident, $ptr:ident: $ty:ty =
+            [$($old:tt)+] / [$($new:tt)+];
+    )*) => {$(
+        /// Pointer to the field of `m`, computed without reading it.
+        ///
+        /// # Safety
+        /// `m` points into an allocation of at least `size_of::<rte_mbuf>()`
+        /// bytes (only its address is used).
+        #[inline(always)]
+        pub unsafe fn $ptr(m: *mut rte_mbuf) -> *mut $ty {
+            // SAFETY: the caller guarantees `m` spans a whole rte_mbuf, so
+            // the field's address is in bounds; nothing is read.
+            unsafe {
+                #[cfg(not(dpdk_mbuf_unions))]
+                let p = core::ptr::addr_of_mut!((*m).$($old)+);
+                #[cfg(dpdk_mbuf_unions)]
+                let p = core::ptr::addr_of_mut!((*m).$($new)+);
+                p
+            }
+        }
+
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `m` is a valid, initialized mbuf.
+        #[inline(always)]
+        pub unsafe fn $get(m: *const rte_mbuf) -> $ty {
+            // SAFETY: `m` is valid (caller); every bit pattern of the
+            // field's integer type is a value.
+            unsafe { $ptr(m as *mut rte_mbuf).read() }
+        }
+
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `m` is a valid mbuf the caller may write.
+        #[inline(always)]
+        pub unsafe fn $set(m: *mut rte_mbuf, v: $ty) {
+            // SAFETY: `m` is valid and writable (caller).
+            unsafe { $ptr(m).write(v) }
+        }
+    )*};
+}
+
+fields! {
+    /// Offset of the packet data from `buf_addr`.
+    data_off, set_data_off, data_off_ptr: u16 =
+        [data_off] / [__bindgen_anon_1.__bindgen_anon_1.data_off];
+    /// Segments in the chain starting here.
+    nb_segs, set_nb_segs, nb_segs_ptr: u16 =
+        [nb_segs] / [__bindgen_anon_1.__bindgen_anon_1.nb_segs];
+    /// Input port.
+    port, set_port, port_ptr: u16 =
+        [port] / [__bindgen_anon_1.__bindgen_anon_1.port];
+    /// `RTE_PTYPE_*` classification.
+    packet_type, set_packet_type, packet_type_ptr: u32 =
+        [__bindgen_anon_1.packet_type] / [__bindgen_anon_2.__bindgen_anon_1.__bindgen_anon_1.packet_type];
+    /// Packet length over all segments.
+    pkt_len, set_pkt_len, pkt_len_ptr: u32 =
+        [pkt_len] / [__bindgen_anon_2.__bindgen_anon_1.pkt_len];
+    /// Data length of this segment.
+    data_len, set_data_len, data_len_ptr: u16 =
+        [data_len] / [__bindgen_anon_2.__bindgen_anon_1.data_len];
+    /// VLAN TCI (stripped on RX, to insert on TX).
+    vlan_tci, set_vlan_tci, vlan_tci_ptr: u16 =
+        [vlan_tci] / [__bindgen_anon_2.__bindgen_anon_1.vlan_tci];
+    /// RSS hash (`hash.rss`).
+    rss_hash, set_rss_hash, rss_hash_ptr: u32 =
+        [__bindgen_anon_2.hash.rss] / [__bindgen_anon_2.__bindgen_anon_1.__bindgen_anon_2.hash.rss];
+    /// The TX offload lengths word (`l2_len`, `l3_len`, `l4_len`, `tso_segsz`, ...).
+    tx_offload, set_tx_offload, tx_offload_ptr: u64 =
+        [__bindgen_anon_3.tx_offload] / [__bindgen_anon_3.tx_offload];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_set_together_read_back_unchanged() {
+        let mut m = rte_mbuf::default();
+        let p: *mut rte_mbuf = &mut m;
+        // SAFETY: `p` is a live, zeroed mbuf on the stack.
+        unsafe {
+            set_data_off(p, 128);
+            set_nb_segs(p, 3);
+            set_port(p, 7);
+            set_packet_type(p, 0x0291);
+            set_pkt_len(p, 9000);
+            set_data_len(p, 1500);
+            set_vlan_tci(p, 0x0123);
+            set_rss_hash(p, 0xdead_beef);
+            set_tx_offload(p, 14 | (20 << 7));
+            assert_eq!(data_off(p), 128);
+            assert_eq!(nb_segs(p), 3);
+            assert_eq!(port(p), 7);
+            assert_eq!(packet_type(p), 0x0291);
+            assert_eq!(pkt_len(p), 9000);
+            assert_eq!(data_len(p), 1500);
+            assert_eq!(vlan_tci(p), 0x0123);
+            assert_eq!(rss_hash(p), 0xdead_beef);
+            assert_eq!(tx_offload(p), 14 | (20 << 7));
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! The driver's view of GDMA rings in memory: work queues (SQ/RQ) that it
+//! produces into, and completion queues it consumes with owner bits. The
+//! rings are allocated by libmana through our allocator and live until the
+//! verbs objects are destroyed; queues hold them only while started.
+
+use gdma::{cqe_state_lap, Cqe, CqeInfo, CqeState, WQE_BU_SIZE};
+use std::ptr;
+use std::sync::atomic::{fence, Ordering};
+
+/// A send or receive work queue. Positions count 32-byte basic units (BUs)
+/// and run freely modulo 2^32, as the hardware's byte tail does.
+#[repr(C)]
+pub struct WorkQueue {
+    buf: *mut u8,
+    /// Buffer size in bytes, a power of two.
+    size: u32,
+    pub id: u32,
+    /// Producer position (BUs).
+    pub head: u32,
+    /// Consumer position (BUs), advanced as completions arrive.
+    pub tail: u32,
+}
+
+impl WorkQueue {
+    pub const fn empty() -> WorkQueue {
+        WorkQueue {
+            buf: ptr::null_mut(),
+            size: 0,
+            id: 0,
+            head: 0,
+            tail: 0,
+        }
+    }
+
+    /// # Safety
+    /// `buf` must point to `size` writable bytes (a power of two, at least
+    /// 32) that stay valid until the queue is reset to [`WorkQueue::empty`].
+    pub unsafe fn new(buf: *mut u8, size: u32, id: u32) -> WorkQueue {
+        debug_assert!(size.is_power_of_two() && size as usize >= WQE_BU_SIZE);
+        WorkQueue {
+            buf,
+            size,
+            id,
+            head: 0,
+            tail: 0,
+        }
+    }
+
+    #[inline(always)]
+    pub fn free_bu(&self) -> u32 {
+        (self.size / WQE_BU_SIZE as u32) - self.head.wrapping_sub(self.tail)
+    }
+
+    /// The byte offset of the next WQE in the ring.
+    #[inline(always)]
+    fn head_offset(&self) -> usize {
+        (self.head.wrapping_mul(WQE_BU_SIZE as u32) & (self.size - 1)) as usize
+    }
+
+    /// Writes one WQE at the head: the 8-byte header, the inline OOB
+    /// (one or three words, so header + OOB fit in the first BU and never
+    /// wrap) and the SGL, which may wrap to the start of the ring (between
+    /// SGEs: both are 16-byte aligned). Advances the head by `bu` and returns
+    /// a pointer to the OOB for late patching. The caller checked
+    /// `free_bu() >= bu` and that `bu` covers the WQE.
+    #[inline(always)]
+    pub fn post(&mut self, header: u64, oob: &[u64], sgl: &[gdma::Sge], bu: u32) -> *mut u8 {
+        debug_assert!(bu <= self.free_bu() && matches!(oob.len(), 1 | 3));
+        let off = self.head_offset();
+        let mask = self.size as usize - 1;
+        // SAFETY: `off` is 32-byte aligned inside the ring, and header + OOB
+        // take at most 32 bytes, so these writes stay within the ring.
+        let oob_ptr = unsafe {
+            let p = self.buf.add(off);
+            let w = p as *mut u64;
+            ptr::write_unaligned(w, header.to_le());
+            // Unrolled: a loop here becomes a memcpy call.
+            match *oob {
+                [a, b, c] => {
+                    ptr::write_unaligned(w.add(1), a.to_le());
+                    ptr::write_unaligned(w.add(2), b.to_le());
+                    ptr::write_unaligned(w.add(3), c.to_le());
+                }
+                [a, ..] => ptr::write_unaligned(w.add(1), a.to_le()),
+                [] => {}
+            }
+            p.add(8)
+        };
+        let mut at = off + 8 + oob.len() * 8;
+        for sge in sgl {
+            at &= mask;
+            // SAFETY: `at` is a 16-byte aligned offset inside the ring (whose
+            // size is a multiple of 32), so the 16-byte SGE fits before its end.
+            unsafe { ptr::write_unaligned(self.buf.add(at) as *mut gdma::Sge, *sge) };
+            at += std::mem::size_of::<gdma::Sge>();
+        }
+        self.head = self.head.wrapping_add(bu);
+        oob_ptr
+    }
+
+    /// The doorbell tail: the producer position in bytes.
+    #[inline(always)]
+    pub fn doorbell_tail(&self) -> u32 {
+        self.head.wrapping_mul(WQE_BU_SIZE as u32)
+    }
+}
+
+/// A completion queue. `head` is the consumer index; it starts at `count`
+/// so that the first lap expects owner bits 1 over the zeroed ring.
+#[repr(C)]
+pub struct CompQueue {
+    buf: *const Cqe,
+    /// Entries, a power of two (the driver only creates such queues).
+    count: u32,
+    shift: u32,
+    pub id: u32,
+    pub head: u32,
+}
+
+#[repr(C, align(64))]
+struct EmptySlot([u8; gdma::CQE_SIZE]);
+static EMPTY_SLOT: EmptySlot = EmptySlot([0; gdma::CQE_SIZE]);
+
+/// A CQE whose owner bits are neither the previous nor the current lap:
+/// the device lapped the driver, or wrote garbage.
+#[derive(Debug)]
+pub struct Overflow;
+
+impl CompQueue {
+    /// A queue without a ring: one zeroed slot that stays empty (owner 0 is
+    /// the lap before the first), so polling a detached queue, as a reset
+    /// retried after a half-done rebuild does, finds nothing.
+    pub const fn empty() -> CompQueue {
+        CompQueue {
+            buf: &EMPTY_SLOT as *const EmptySlot as *const Cqe,
+            count: 1,
+            shift: 0,
+            id: 0,
+            head: gdma::cq_initial_index(1),
+        }
+    }
+
+    /// # Safety
+    /// `buf` must point to `count` CQEs that stay valid until the queue is
+    /// reset to [`CompQueue::empty`].
+    pub unsafe fn new(buf: *const u8, count: u32, id: u32) -> CompQueue {
+        debug_assert!(count.is_power_of_two());
+        CompQueue {
+            buf: buf as *const Cqe,
+            count,
+            shift: count.trailing_zeros(),
+            id,
+            head: gdma::cq_initial_index(count),
+        }
+    }
+
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The CQE at consumer index `index`, and its owner bits.
+    #[inline(always)]
+    fn owner_at(&self, index: u32) -> (*const Cqe, u8) {
+        let slot = (index & (self.count - 1)) as usize;
+        // SAFETY: `slot < count`, inside the ring `new` was given.
+        let cqe = unsafe { self.buf.add(slot) };
+        // SAFETY: an aligned dword of that CQE; the device writes the info
+        // dword last, and a volatile read keeps the compiler from caching it
+        // across polls.
+        let raw = unsafe { ptr::read_volatile(ptr::addr_of!((*cqe).info) as *const u32) };
+        (cqe, CqeInfo::from_raw(u32::from_le(raw)).owner_bits())
+    }
+
+    /// The next completion, if the device has written one.
+    #[inline(always)]
+    pub fn poll(&mut self) -> Result<Option<&Cqe>, Overflow> {
+        let (cqe, owner) = self.owner_at(self.head);
+        match cqe_state_lap(owner, self.head >> self.shift) {
+            CqeState::Empty => Ok(None),
+            CqeState::Overflow => Err(Overflow),
+            CqeState::Ready => {
+                // The owner bits were read before the CQE's data (GDMA rule).
+                fence(Ordering::Acquire);
+                self.head = self.head.wrapping_add(1);
+                // SAFETY: a CQE of the ring, which lives as long as the
+                // queue holds it (`new`'s contract); the borrow of `self`
+                // keeps the queue from being reset meanwhile.
+                Ok(Some(unsafe { &*cqe }))
+            }
+        }
+    }
+}
+
+impl CompQueue {
+    /// Packets in completions the driver has not consumed yet (at most
+    /// `limit` CQEs are examined), without consuming them.
+    pub fn ready_count(&self, limit: u32) -> u32 {
+        let mut n = 0;
+        for i in 0..limit.min(self.count) {
+            let head = self.head.wrapping_add(i);
+            let (cqe, owner) = self.owner_at(head);
+            if cqe_state_lap(owner, head >> self.shift) != CqeState::Ready {
+                break;
+            }
+            fence(Ordering::Acquire);
+            // SAFETY: a CQE of the ring the device has written (owner bits
+            // read first, then the acquire fence).
+            n += unsafe { &*cqe }.rx_oob().num_packets().max(1) as u32;
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gdma::{CqeInfo, Sge};
+
+    #[test]
+    fn a_wqe_whose_sgl_crosses_the_ring_end_wraps_only_the_sgl() {
+        let mut ring = vec![0u8; 128];
+        // SAFETY: the vector outlives the queue.
+        let mut wq = unsafe { WorkQueue::new(ring.as_mut_ptr(), 128, 7) };
+        wq.head = 3; // offset 96: header + OOB fit, the 2 SGEs wrap
+        wq.tail = 3;
+        let sgl = [Sge::new(0x1000, 5, 60), Sge::new(0x2000, 5, 4)];
+        wq.post(0x1122_3344_5566_7788, &[0xAAAA_AAAA_AAAA_AAAA], &sgl, 2);
+        assert_eq!(&ring[96..104], &0x1122_3344_5566_7788u64.to_le_bytes());
+        assert_eq!(&ring[104..112], &[0xAA; 8]);
+        assert_eq!(&ring[112..120], &0x1000u64.to_le_bytes());
+        assert_eq!(&ring[120..124], &5u32.to_le_bytes());
+        assert_eq!(&ring[124..128], &60u32.to_le_bytes());
+        assert_eq!(&ring[0..8], &0x2000u64.to_le_bytes());
+        assert_eq!(wq.head, 5);
+        assert_eq!(wq.doorbell_tail(), 160);
+        assert_eq!(wq.free_bu(), 2);
+    }
+
+    #[test]
+    fn a_detached_completion_queue_is_empty_forever() {
+        let mut cq = CompQueue::empty();
+        for _ in 0..3 {
+            assert!(matches!(cq.poll(), Ok(None)));
+            assert_eq!(cq.ready_count(8), 0);
+        }
+    }
+
+    #[test]
+    fn completions_follow_the_owner_bit_phase() {
+        let mut ring = vec![Cqe::default(); 4];
+        let base = ring.as_mut_ptr();
+        // The device's side: write one slot's info dword.
+        let produce = |slot: u32, owner: u32| {
+            let info = CqeInfo::try_new(3, false, (owner & 7) as u8).unwrap();
+            // SAFETY: slot < 4, inside the vector, which outlives the queue.
+            unsafe { (*base.add(slot as usize)).info = info };
+        };
+        // SAFETY: the vector outlives the queue.
+        let mut cq = unsafe { CompQueue::new(base as *const u8, 4, 9) };
+        assert!(cq.poll().unwrap().is_none());
+        for lap in 1..=9u32 {
+            for slot in 0..4 {
+                produce(slot, lap);
+                let c = cq.poll().unwrap().expect("ready");
+                assert_eq!(c.info.owner_bits(), (lap & 7) as u8);
+            }
+            assert!(cq.poll().unwrap().is_none(), "lap {lap} must look empty");
+        }
+        // A slot two laps ahead is an overflow, not a completion.
+        produce(cq.head % 4, cq.head / 4 + 1);
+        assert!(cq.poll().is_err());
+    }
+}

@@ -1,0 +1,152 @@
+//! Small readers for the sysfs files the driver consults: PCI slot names,
+//! port MACs and interface state.
+
+use crate::hw::mac::MacAddr;
+use std::fmt;
+use std::fs;
+use std::path::Path;
+
+/// Most ports (IB ports, each with its netdev and MAC) one MANA function
+/// carries, as the `mac=` devargs can select.
+pub const MAX_PORTS: usize = 8;
+
+/// This PCI function's directory in the sysfs tree EAL scans
+/// (`SYSFS_PCI_DEVICES`, or `/sys/bus/pci/devices`).
+pub fn pci_dir(pci: &PciAddr) -> std::path::PathBuf {
+    // SAFETY: EAL returns a static NUL-terminated string.
+    let root = unsafe { std::ffi::CStr::from_ptr(crate::ffi::rte_pci_get_sysfs_path()) };
+    Path::new(&*root.to_string_lossy()).join(pci.to_string())
+}
+
+/// A PCI address `domain:bus:device.function`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PciAddr {
+    pub domain: u32,
+    pub bus: u8,
+    pub devid: u8,
+    pub function: u8,
+}
+
+impl PciAddr {
+    /// Parses `DDDD:BB:DD.F` (or `BB:DD.F`, domain 0), as sysfs and EAL print it.
+    pub fn parse(s: &str) -> Option<PciAddr> {
+        let (rest, function) = s.trim().rsplit_once('.')?;
+        let mut parts: Vec<&str> = rest.split(':').collect();
+        if parts.len() == 2 {
+            parts.insert(0, "0");
+        }
+        let [domain, bus, devid] = parts[..] else {
+            return None;
+        };
+        Some(PciAddr {
+            domain: u32::from_str_radix(domain, 16).ok()?,
+            bus: u8::from_str_radix(bus, 16).ok()?,
+            devid: u8::from_str_radix(devid, 16).ok()?,
+            function: u8::from_str_radix(function, 16).ok()?,
+        })
+    }
+}
+
+impl fmt::Display for PciAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            self.domain, self.bus, self.devid, self.function
+        )
+    }
+}
+
+/// The `PCI_SLOT_NAME` of an RDMA device (`<ibdev_path>/device/uevent`).
+pub fn ib_device_pci_addr(ibdev_path: &Path) -> Option<PciAddr> {
+    let uevent = fs::read_to_string(ibdev_path.join("device/uevent")).ok()?;
+    uevent
+        .lines()
+        .find_map(|l| l.strip_prefix("PCI_SLOT_NAME="))
+        .and_then(PciAddr::parse)
+}
+
+/// A kernel network interface of a MANA port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortNetdev {
+    pub ifname: String,
+    pub mac: MacAddr,
+    /// `IFF_UP` is set: the kernel still owns the port.
+    pub up: bool,
+}
+
+/// The netdev whose `dev_port` is `ib_port - 1` (Ethernet ports count from 0,
+/// IB ports from 1).
+pub fn port_netdev(ibdev_path: &Path, ib_port: u32) -> Option<PortNetdev> {
+    let net = ibdev_path.join("device/net");
+    for entry in fs::read_dir(net).ok()?.flatten() {
+        let dir = entry.path();
+        let dev_port = read_trimmed(&dir.join("dev_port")).and_then(|s| s.parse::<u32>().ok());
+        if dev_port != Some(ib_port.wrapping_sub(1)) {
+            continue;
+        }
+        let mac = read_trimmed(&dir.join("address"))?.parse().ok()?;
+        let flags = read_trimmed(&dir.join("flags"))
+            .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+            .unwrap_or(0);
+        return Some(PortNetdev {
+            ifname: entry.file_name().to_string_lossy().into_owned(),
+            mac,
+            up: flags & 1 != 0,
+        });
+    }
+    None
+}
+
+pub fn read_trimmed(path: &Path) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_addresses_parse_in_both_forms() {
+        let a = PciAddr::parse("7870:00:00.0").unwrap();
+        assert_eq!((a.domain, a.bus, a.devid, a.function), (0x7870, 0, 0, 0));
+        assert_eq!(a.to_string(), "7870:00:00.0");
+        assert_eq!(
+            PciAddr::parse("00:04.1").unwrap().to_string(),
+            "0000:00:04.1"
+        );
+        assert!(PciAddr::parse("7870:00:00").is_none());
+        assert!(PciAddr::parse("zz:00:00.0").is_none());
+    }
+
+    #[test]
+    fn port_netdev_is_found_by_dev_port() {
+        let dir = std::env::temp_dir().join(format!("mana-sysfs-{}", std::process::id()));
+        for (name, port, mac, flags) in [
+            ("eth1", "0", "00:0d:3a:00:00:01", "0x1003"),
+            ("eth2", "1", "00:0d:3a:00:00:02", "0x1002"),
+        ] {
+            let d = dir.join("device/net").join(name);
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("dev_port"), format!("{port}\n")).unwrap();
+            fs::write(d.join("address"), format!("{mac}\n")).unwrap();
+            fs::write(d.join("flags"), format!("{flags}\n")).unwrap();
+        }
+        fs::write(
+            dir.join("device/uevent"),
+            "DRIVER=mana\nPCI_SLOT_NAME=7870:00:00.0\n",
+        )
+        .unwrap();
+        let p2 = port_netdev(&dir, 2).unwrap();
+        assert_eq!(p2.ifname, "eth2");
+        assert_eq!(p2.mac.to_string(), "00:0d:3a:00:00:02");
+        assert!(!p2.up);
+        assert!(port_netdev(&dir, 1).unwrap().up);
+        assert!(port_netdev(&dir, 3).is_none());
+        assert_eq!(
+            ib_device_pci_addr(&dir).unwrap().to_string(),
+            "7870:00:00.0"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
