@@ -57,9 +57,23 @@ pub fn emu_lib_path() -> Result<PathBuf, String> {
     }
 }
 
-/// Builds (once) and returns the upstream C driver plugin of the installed
-/// DPDK version (`tests/upstream/build-c-driver.sh`).
+/// The upstream C driver plugin of the DPDK under test: the one in
+/// `NET_MANA_UPSTREAM_PMD` when set (DPDK's own build of net/mana, as
+/// `scripts/matrix.sh` sets it for the releases `scripts/dpdk.sh` builds),
+/// else built (once) for the installed DPDK by
+/// `tests/upstream/build-c-driver.sh`.
 pub fn upstream_c_driver() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("NET_MANA_UPSTREAM_PMD") {
+        let p = PathBuf::from(p);
+        return if p.exists() {
+            Ok(p)
+        } else {
+            Err(format!(
+                "NET_MANA_UPSTREAM_PMD={} does not exist",
+                p.display()
+            ))
+        };
+    }
     static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
     let mut g = BUILT.lock().unwrap();
     if let Some(p) = &*g {
@@ -89,10 +103,30 @@ pub fn upstream_c_driver() -> Result<PathBuf, String> {
 }
 
 /// The testpmd queue-state shim for the 22.11.x C driver (see
-/// `tests/upstream/queue-state-shim.c`); built by `upstream_c_driver`.
-pub fn queue_state_shim() -> Result<PathBuf, String> {
+/// `tests/upstream/queue-state-shim.c`), built by `upstream_c_driver`;
+/// `None` for a C driver from `NET_MANA_UPSTREAM_PMD` (23.11 and later set
+/// their queue states).
+pub fn queue_state_shim() -> Result<Option<PathBuf>, String> {
+    if std::env::var_os("NET_MANA_UPSTREAM_PMD").is_some() {
+        return Ok(None);
+    }
     let d = upstream_c_driver()?;
-    Ok(d.parent().unwrap().join("libtestpmd_qstate_shim.so"))
+    Ok(Some(d.parent().unwrap().join("libtestpmd_qstate_shim.so")))
+}
+
+/// The DPDK release under test, `(year, month)` (`pkg-config --modversion
+/// libdpdk`, which follows `PKG_CONFIG_PATH` like the build does).
+pub fn dpdk_version() -> Result<(u32, u32), String> {
+    let out = Command::new("pkg-config")
+        .args(["--modversion", "libdpdk"])
+        .output()
+        .map_err(|e| format!("pkg-config: {e}"))?;
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut it = v.split('.').map(|x| x.parse::<u32>());
+    match (it.next(), it.next()) {
+        (Some(Ok(y)), Some(Ok(m))) if out.status.success() => Ok((y, m)),
+        _ => Err(format!("pkg-config --modversion libdpdk gave {v:?}")),
+    }
 }
 
 pub fn testpmd_available() -> bool {
@@ -322,6 +356,11 @@ impl<'a> TestpmdBuilder<'a> {
     /// Another library to LD_PRELOAD after `libmana_emu.so`.
     pub fn preload(mut self, p: PathBuf) -> Self {
         self.preload_extra.push(p);
+        self
+    }
+    /// Each library of `ps` (e.g. an `Option`) to LD_PRELOAD.
+    pub fn preloads(mut self, ps: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.preload_extra.extend(ps);
         self
     }
     /// Extra EAL arguments.
