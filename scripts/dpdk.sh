@@ -162,6 +162,9 @@ start=$SECONDS
         { grep -B2 -A20 -m3 'FAILED\|error' "$work/build.log" | head -60 >&2; exit 1; }
 ) || die "building DPDK $release failed (logs were in $work, removed on exit)"
 staged=$work/stage$prefix
+# DPDK's Python tools (dpdk-pmdinfo.py needs elftools) run with the
+# python3 the build used, as distributions' packages do.
+sed -i "1s|^#!/usr/bin/env python3\$|#!$py_dir/python3|" "$staged"/bin/*.py
 
 # Every driver the tests load must be there: meson skips a driver whose
 # dependencies are missing and says so only in its summary.

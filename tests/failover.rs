@@ -135,20 +135,27 @@ fn bonding_slave_forwards_with_exact_counts() {
         return;
     }
     let env = EmuEnv::new("rs-bonding", two_adapters()).unwrap();
+    // DPDK 23.11 renamed the bond's slaves members, in its devargs and in
+    // testpmd's output.
+    let (member, members) = if dpdk_version().unwrap() >= (23, 11) {
+        ("member", "Members")
+    } else {
+        ("slave", "Slaves")
+    };
     // A (port 0) is the bond's only slave, given by PCI address; B is port
     // 1; the bond (mode 0, round robin) is port 2.
     let mut t = spawn_with(
         &env,
         &[&format!("{PCI},mac={MAC_A}"), PCI2],
-        &[&format!("--vdev=net_bonding0,mode=0,slave={PCI}")],
+        &[&format!("--vdev=net_bonding0,mode=0,{member}={PCI}")],
         &["--rxd=256", "--txd=256", "--forward-mode=io"],
     );
     let out = t.output();
     assert!(!out.contains("Failed to update port Id"), "{out}");
     assert!(!out.contains("Fail to start port"), "{out}");
     let o = cmd(&mut t, "show bonding config 2");
-    assert_has(&o, "Slaves (1): [0]");
-    assert_has(&o, "Active Slaves (1): [0]");
+    assert_has(&o, &format!("{members} (1): [0]"));
+    assert_has(&o, &format!("Active {members} (1): [0]"));
     let o = cmd(&mut t, "show port summary all");
     assert_has(&o, "net_bonding0 net_bonding    up");
     // testpmd listed the slave as a forwarding port before the bond took it.

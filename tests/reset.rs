@@ -84,7 +84,7 @@ fn event_sequence(out: &str, port: u16) -> Vec<&'static str> {
 /// Mbufs of testpmd's pool that are neither in the pool nor in a per-lcore
 /// cache (from `dump_mempool`).
 fn mbufs_in_use(t: &mut Testpmd) -> u64 {
-    let out = t.cmd("dump_mempool").unwrap();
+    let out = t.dump_mempool().unwrap();
     let field = |k: &str| -> u64 {
         let i = out.find(k).unwrap_or_else(|| panic!("no {k} in {out}")) + k.len();
         out[i..]

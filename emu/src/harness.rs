@@ -617,6 +617,16 @@ impl Testpmd {
         )
     }
 
+    /// Every mempool's dump: `dump_mempool`, which testpmd 26.07 renamed
+    /// `dump mempool`.
+    pub fn dump_mempool(&mut self) -> Result<String, String> {
+        let o = self.cmd("dump_mempool")?;
+        if o.contains("Command not found") {
+            return self.cmd("dump mempool");
+        }
+        Ok(o)
+    }
+
     pub fn port_stats(&mut self, port: u16) -> Result<PortStats, String> {
         let o = self.cmd(&format!("show port stats {port}"))?;
         parse_port_stats(&o, port).ok_or_else(|| format!("no stats in {o:?}"))

@@ -28,8 +28,12 @@ pub const DEFAULT_RSS_KEY: [u8; 40] = [
 ];
 
 /// Our plugin as `cargo test` builds it: next to the test, in `deps/`
-/// (the copy in `target/<profile>/` is refreshed only by `cargo build`).
+/// (the copy in `target/<profile>/` is refreshed only by `cargo build`);
+/// `NET_MANA_PMD` names another build of it (e.g. meson's).
 pub fn pmd() -> PathBuf {
+    if let Some(p) = std::env::var_os("NET_MANA_PMD") {
+        return PathBuf::from(p);
+    }
     let exe = std::env::current_exe().expect("current_exe");
     exe.with_file_name("librte_net_mana.so")
 }
@@ -417,7 +421,9 @@ pub fn parse_mempools(o: &str) -> Vec<Pool> {
 
 /// The mempools and their in-use counts (`dump_mempool`).
 pub fn mempools(t: &mut Testpmd) -> Vec<Pool> {
-    let o = cmd(t, "dump_mempool");
+    let o = t
+        .dump_mempool()
+        .unwrap_or_else(|e| panic!("testpmd command dump_mempool: {e}"));
     let p = parse_mempools(&o);
     assert!(!p.is_empty(), "no mempool in {o}");
     p
