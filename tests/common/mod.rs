@@ -381,44 +381,6 @@ pub fn xstat(x: &BTreeMap<String, u64>, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no xstat {name} in {x:?}"))
 }
 
-/// One mempool from `dump_mempool`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pool {
-    pub name: String,
-    pub size: u64,
-    /// Objects neither in the pool's ring nor in an lcore cache.
-    pub in_use: u64,
-}
-
-pub fn parse_mempools(o: &str) -> Vec<Pool> {
-    let mut out = Vec::new();
-    for block in o.split("mempool <").skip(1) {
-        let name = block.split('>').next().unwrap_or("").to_string();
-        let mut size: Option<u64> = None;
-        let mut cache = 0u64;
-        let mut common: Option<u64> = None;
-        for l in block.lines() {
-            let l = l.trim();
-            if let Some(v) = l.strip_prefix("size=") {
-                size = v.parse().ok();
-            } else if let Some(v) = l.strip_prefix("total_cache_count=") {
-                cache = v.parse().unwrap_or(0);
-            } else if let Some(v) = l.strip_prefix("common_pool_count=") {
-                common = v.parse().ok();
-                break;
-            }
-        }
-        if let (Some(size), Some(common)) = (size, common) {
-            out.push(Pool {
-                name,
-                size,
-                in_use: size - cache - common,
-            });
-        }
-    }
-    out
-}
-
 /// The mempools and their in-use counts (`dump_mempool`).
 pub fn mempools(t: &mut Testpmd) -> Vec<Pool> {
     let o = t
