@@ -253,6 +253,22 @@ pub fn without_events(text: &str) -> String {
     out
 }
 
+/// Log lines written by other threads (the drivers' interrupt and recovery
+/// threads, EAL's alarms), which, written whole, can land inside the
+/// prompt testpmd writes a byte at a time: `text` with each of them cut
+/// out wherever it starts.
+pub fn without_log_lines(text: &str) -> String {
+    const PREFIXES: [&str; 4] = ["net_mana: ", "MANA_DRIVER: ", "EAL: ", "ETHDEV: "];
+    let mut out = text.to_string();
+    for p in PREFIXES {
+        while let Some(at) = out.find(p) {
+            let end = out[at..].find('\n').map_or(out.len(), |e| at + e + 1);
+            out.replace_range(at..end, "");
+        }
+    }
+    out
+}
+
 fn is_event_line(line: &str) -> bool {
     let Some(tail) = line.strip_prefix("Port ") else {
         return false;
@@ -651,7 +667,11 @@ impl Testpmd {
             "testpmd> \r\n",
             Duration::from_secs(60),
             without_events,
-            |v| v.replace('\n', "").contains("testpmd> \r"),
+            |v| {
+                without_log_lines(v)
+                    .replace('\n', "")
+                    .contains("testpmd> \r")
+            },
         )
     }
 
@@ -816,7 +836,7 @@ impl Drop for Hugepages {
 
 #[cfg(test)]
 mod tests {
-    use super::without_events;
+    use super::{without_events, without_log_lines};
 
     #[test]
     fn event_lines_are_cut_out_even_inside_a_prompt() {
@@ -831,5 +851,19 @@ mod tests {
         let v = without_events(raw);
         assert_eq!(v, "Done.\ntestpmd\n> \r\ntestpmd> ");
         assert!(v.replace('\n', "").contains("testpmd> \r"));
+    }
+
+    #[test]
+    fn a_driver_log_line_inside_the_prompt_does_not_hide_it() {
+        // Seen with DPDK 24.11: the recovery thread's line split the prompt.
+        let raw = "tesnet_mana: 7870:00:00.0_port1: device reset (IBV_EVENT_DEVICE_FATAL): \
+                   stopping traffic and recovering\n\nPort 0: error recovering event\n\
+                   net_mana: 7870:00:00.0_port2: stopping\ntpmd> \r\n";
+        let v = without_events(raw);
+        assert!(!v.replace('\n', "").contains("testpmd> \r"));
+        assert!(without_log_lines(&v)
+            .replace('\n', "")
+            .contains("testpmd> \r"));
+        assert_eq!(without_log_lines("a\nEAL: x\nb"), "a\nb");
     }
 }

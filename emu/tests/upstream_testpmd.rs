@@ -560,7 +560,9 @@ struct ResetRecord {
     to_last_event: Duration,
     /// From the reset's injection until the device carried 1000 more packets.
     to_traffic: Duration,
-    /// Mbufs in use (testpmd stopped) before the reset and after recovery.
+    /// Mbufs in use with the port stopped (`port stop 0`: the driver has
+    /// given back its posted and in-flight buffers), before the reset and
+    /// after recovery.
     mbufs_before: u64,
     mbufs_after: u64,
     /// Packets testpmd counted as sent but the device never carried.
@@ -595,7 +597,9 @@ fn service_reset_record(driver: std::path::PathBuf, done: &str) -> ResetRecord {
     })
     .unwrap();
     t.cmd("stop").unwrap();
+    t.cmd("port stop 0").unwrap();
     let mbufs_before = mbufs_in_use(&mut t);
+    t.cmd("port start 0").unwrap();
     t.cmd("start").unwrap();
     let from = t.output().len();
     let sent = t.device_counters().unwrap().port(MAC_A).unwrap().tx_packets;
@@ -623,6 +627,7 @@ fn service_reset_record(driver: std::path::PathBuf, done: &str) -> ResetRecord {
     std::thread::sleep(Duration::from_millis(300));
     let dev = t.device_counters().unwrap().port(MAC_A).unwrap().tx_packets;
     let s = t.port_stats(0).unwrap();
+    t.cmd("port stop 0").unwrap();
     let mbufs_after = mbufs_in_use(&mut t);
     t.quit().unwrap();
     ResetRecord {
