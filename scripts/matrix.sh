@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the driver against each DPDK release and runs its tests there.
 #
-# Usage: scripts/matrix.sh [VERSION...]   (default: 22.11 23.11 24.11 25.11 26.07)
+# Usage: scripts/matrix.sh [VERSION...]   (default: 22.11 23.11 24.11 25.11 26.07
+#                                          meson install)
 #
 # 22.11 is Debian bookworm's DPDK (scripts/setup.sh): the whole test suite
 # runs on it, in the default target directory. Every other release is built
@@ -15,9 +16,16 @@
 # counters, queue states, reset recovery and failover, and the C driver's
 # tests on the emulated device.
 #
-# Prints one line per version, "dpdk <version>: <passed> passed, <failed>
-# failed", and exits non-zero when anything failed. Each version's output is
-# in target/matrix/dpdk-<version>.log.
+# Two more entries test the meson builds: "meson" runs tests/meson/subproject.sh
+# (DPDK 26.07 as our subproject, and us as a subproject beside it in an
+# application; both builds run on the emulated adapter), "install" runs
+# tests/meson/install.sh (`ninja install` puts the plugin where bookworm's EAL
+# autoloads it, and testpmd probes it without -d).
+#
+# Prints one line per entry, "dpdk <version>: <passed> passed, <failed>
+# failed" (or "meson subproject (dpdk 26.07): ...", "meson install (dpdk
+# 22.11): ..."), and exits non-zero when anything failed. Each entry's
+# output is in target/matrix/<entry>.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -26,7 +34,7 @@ CACHE=${NET_MANA_CACHE:-/var/cache/net-mana}
 if [ $# -gt 0 ]; then
     versions=("$@")
 else
-    versions=(22.11 $(scripts/dpdk.sh --list))
+    versions=(22.11 $(scripts/dpdk.sh --list) meson install)
 fi
 
 # The tests of the driver run on every release (the full suite on 22.11).
@@ -89,11 +97,28 @@ run_version() {
     count "$log" "$rc"
 }
 
+# A script test: one passed or one failed.
+run_script() {
+    local log=$1
+    shift
+    if "$@" >"$log" 2>&1; then echo "1 0"; else tail -20 "$log" >&2; echo "0 1"; fi
+}
+
 for v in "${versions[@]}"; do
     start=$SECONDS
-    read -r passed failed < <(run_version "$v")
-    echo "dpdk $v: $passed passed, $failed failed"
-    echo "matrix: dpdk $v took $((SECONDS - start)) s (log: target/matrix/dpdk-$v.log)" >&2
+    case $v in
+    meson)
+        name="meson subproject (dpdk 26.07)" log=target/matrix/meson.log
+        read -r passed failed < <(run_script "$log" tests/meson/subproject.sh 26.07) ;;
+    install)
+        name="meson install (dpdk 22.11)" log=target/matrix/install.log
+        read -r passed failed < <(run_script "$log" tests/meson/install.sh) ;;
+    *)
+        name="dpdk $v" log=target/matrix/dpdk-$v.log
+        read -r passed failed < <(run_version "$v") ;;
+    esac
+    echo "$name: $passed passed, $failed failed"
+    echo "matrix: $name took $((SECONDS - start)) s (log: $log)" >&2
     [ "$failed" -eq 0 ] || status=1
 done
 exit $status
