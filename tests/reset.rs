@@ -410,6 +410,13 @@ fn a_hot_remove_during_recovery_ends_in_removal() {
     t.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
     wait_for_events(&t, 0, "device removal", 1, Duration::from_secs(10));
     wait_for_events(&t, 1, "device removal", 1, Duration::from_secs(10));
+    // testpmd's removal handler (an alarm, 100 ms after each RMV) stops
+    // forwarding, detaches the port and starts forwarding again: let both
+    // finish before stopping, or forwarding restarted behind `stop` runs
+    // into testpmd's exit (seen with 26.07: SIGSEGV in the txonly engine
+    // while pmd_test_exit frees the mempool).
+    t.wait_for("Now total ports is 0", Duration::from_secs(10))
+        .unwrap();
     t.cmd("stop").unwrap();
     t.cmd("port stop all").unwrap();
     t.cmd("port close all").unwrap();

@@ -646,8 +646,12 @@ fn without_ansi(s: &str) -> String {
 
 /// DPDK 26.07's C driver recovers from a service reset by itself: it
 /// reports ERR_RECOVERING, tears the queues down, waits a fixed 15 s
-/// (`MANA_RESET_TIMER_US`), rebuilds and reports RECOVERY_SUCCESS; traffic
-/// resumes and no mbuf is lost. doc/versions.md records the numbers.
+/// (`MANA_RESET_TIMER_US`), rebuilds and reports RECOVERY_SUCCESS, and
+/// traffic resumes. Its teardown does not give back the mbufs it had posted
+/// for receive and not yet reaped on transmit: they stay in use after the
+/// port is stopped (288 with 256 RX descriptors and one TX burst out; 384
+/// with 128 RX descriptors and a full TX ring), once per reset. Pinned
+/// here; doc/versions.md records the numbers.
 #[test]
 fn c_driver_26_07_recovers_from_a_service_reset() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -674,7 +678,10 @@ fn c_driver_26_07_recovers_from_a_service_reset() {
         r.to_last_event >= Duration::from_secs(15),
         "the C driver waits 15 s: {r:?}"
     );
-    assert_eq!(r.mbufs_after, r.mbufs_before, "{r:?}");
+    // At least the 256 posted receive buffers, at most those and a full
+    // 256-entry transmit ring.
+    let kept = r.mbufs_after - r.mbufs_before;
+    assert!((256..=512).contains(&kept), "{r:?}");
 }
 
 /// The same reset with our driver (`target/<profile>/librte_net_mana.so`,
