@@ -8,8 +8,10 @@
 #     the plugin's install directory is that DPDK's driver_install_path.
 #     Run: the forwarding test `io_1q` (exact counters) with that build's
 #     dpdk-testpmd and that build's plugin.
-#  2. Us as a subproject beside DPDK, in an application (tests/meson/app):
-#     the application links net_mana statically through `net_mana_dep`.
+#  2. Us as a subproject beside DPDK, in an application (tests/meson/app,
+#     configured with --force-fallback-for=dpdk as this machine has Debian's
+#     DPDK installed): the application links net_mana statically through
+#     `net_mana_dep`.
 #     Run: the application, without -d for the driver, sends 32 frames on a
 #     loopback port and receives all 32.
 #
@@ -37,7 +39,10 @@ done
 # A clean copy of the tree: tracked and new files, nothing ignored or built.
 rm -rf "$work/net_mana.new"
 mkdir -p "$work/net_mana.new"
-git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -C "$work/net_mana.new" -xf -
+# Extracted with the current time as mtime (-m): an older mtime carried over
+# from the work tree would make cargo and ninja take a changed file for
+# one they have already built.
+git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -C "$work/net_mana.new" -mxf -
 mkdir -p "$work/net_mana.new/subprojects"
 ln -s "$dpdk_src" "$work/net_mana.new/subprojects/dpdk"
 # Keep the old copy's timestamps where nothing changed (warm rebuilds).
@@ -89,7 +94,7 @@ else
 fi
 app_build=$work/build-app
 [ -f "$app_build/build.ninja" ] ||
-    meson setup "$app_build" "$work/app" "${dpdk_opts[@]}" >"$work/setup-app.log" 2>&1 ||
+    meson setup "$app_build" "$work/app" --force-fallback-for=dpdk "${dpdk_opts[@]}" >"$work/setup-app.log" 2>&1 ||
     { tail -30 "$work/setup-app.log" >&2; fail "meson setup (application) failed"; }
 ninja -C "$app_build" >"$work/build-app.log" 2>&1 ||
     { grep -A20 -m3 'FAILED\|error' "$work/build-app.log" | head -60 >&2; fail "ninja (application) failed"; }
@@ -105,7 +110,10 @@ mkdir -p "$work/bin"
 cat >"$work/bin/dpdk-testpmd" <<EOF
 #!/bin/sh
 # build 1's testpmd; its buses and mempool driver are not installed, so
-# they are loaded from the build tree.
+# they are loaded from the build tree (EAL loads a -d directory's files
+# after the -d files, so the plugin finds the PCI bus it links through
+# LD_LIBRARY_PATH).
+export LD_LIBRARY_PATH="$ours/subprojects/dpdk/drivers\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 exec "$testpmd" -d "$ours/subprojects/dpdk/drivers" "\$@"
 EOF
 chmod 0755 "$work/bin/dpdk-testpmd"
