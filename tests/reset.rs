@@ -100,6 +100,12 @@ fn mbufs_in_use(t: &mut Testpmd) -> u64 {
 fn wait_for_events(t: &Testpmd, port: u16, what: &str, n: usize, timeout: Duration) {
     let t0 = Instant::now();
     while events(&t.output(), port, what) < n {
+        if let Some(how) = t.exited() {
+            panic!(
+                "{how} before {n} '{what}' events for port {port}:\n{}",
+                t.output()
+            );
+        }
         assert!(
             t0.elapsed() < timeout,
             "only {} of {n} '{what}' events for port {port}:\n{}",

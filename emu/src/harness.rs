@@ -519,6 +519,7 @@ impl<'a> TestpmdBuilder<'a> {
         let out = Arc::new(Mutex::new(String::new()));
         {
             let out = out.clone();
+            let pid = child.id();
             std::thread::spawn(move || {
                 let mut r = BufReader::new(reader);
                 let mut line = String::new();
@@ -526,6 +527,10 @@ impl<'a> TestpmdBuilder<'a> {
                     out.lock().unwrap().push_str(&line);
                     line.clear();
                 }
+                // Output closed: say how testpmd ended, so a test waiting
+                // for more reports the crash rather than a timeout.
+                let note = exit_note(pid);
+                out.lock().unwrap().push_str(&note);
             });
         }
         let stdin = child.stdin.take();
@@ -595,6 +600,17 @@ impl Testpmd {
         self.child.id()
     }
 
+    /// How testpmd ended, once it has (its output closed).
+    pub fn exited(&self) -> Option<String> {
+        let o = self.out.lock().unwrap();
+        let i = o.rfind(EXIT_MARK)?;
+        Some(
+            o[i + EXIT_MARK.len()..]
+                .trim_end_matches([']', '\n'])
+                .to_string(),
+        )
+    }
+
     /// Everything testpmd printed so far.
     pub fn output(&self) -> String {
         self.out.lock().unwrap().clone()
@@ -630,6 +646,12 @@ impl Testpmd {
                         return Ok(v);
                     }
                 }
+            }
+            if let Some(how) = self.exited() {
+                return Err(format!(
+                    "{how} while waiting for {pat:?}; output:\n{}",
+                    self.output()
+                ));
             }
             if t0.elapsed() > timeout || Instant::now() > self.deadline {
                 return Err(format!(
@@ -865,5 +887,38 @@ mod tests {
             .replace('\n', "")
             .contains("testpmd> \r"));
         assert_eq!(without_log_lines("a\nEAL: x\nb"), "a\nb");
+    }
+}
+
+const EXIT_MARK: &str = "\n[harness: ";
+
+/// Waits (without reaping: `Testpmd` still owns the child) until `pid` has
+/// ended and describes how.
+fn exit_note(pid: u32) -> String {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waits on our own child; WNOWAIT leaves it to `Child::wait`.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+    };
+    if r != 0 {
+        return format!("{EXIT_MARK}dpdk-testpmd closed its output]\n");
+    }
+    // SAFETY: filled in by a successful waitid for an exited child.
+    let status = unsafe { info.si_status() };
+    if info.si_code == libc::CLD_EXITED {
+        format!("{EXIT_MARK}dpdk-testpmd exited with status {status}]\n")
+    } else {
+        // SAFETY: strsignal returns a static or thread-local string.
+        let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(status)) };
+        format!(
+            "{EXIT_MARK}dpdk-testpmd killed by signal {status} ({})]\n",
+            name.to_string_lossy()
+        )
     }
 }

@@ -100,7 +100,8 @@ impl Counters {
 
 impl State {
     pub fn counters(&self) -> Counters {
-        let mut queues: Vec<QueueReport> = self.retired.clone();
+        let mut queues: Vec<QueueReport> = self.retired_folded.clone();
+        queues.extend(self.retired.iter().cloned());
         for w in self.wqs.values() {
             queues.push(QueueReport {
                 kind: if w.kind == WqKind::Sq { "sq" } else { "rq" }.into(),

@@ -108,6 +108,8 @@ pub struct State {
     channels: BTreeMap<u32, Channel>,
     pub counters: DeviceCounters,
     retired: Vec<QueueReport>,
+    /// Older retired reports summed per kind and port.
+    retired_folded: Vec<QueueReport>,
     faults: Vec<Scheduled>,
     alloc_fail: u32,
     /// Receive-queue doorbells accepted so far (for `Trigger::AtRqDoorbell`).
@@ -234,6 +236,7 @@ impl State {
             channels: BTreeMap::new(),
             counters: DeviceCounters::default(),
             retired: Vec::new(),
+            retired_folded: Vec::new(),
             faults: Vec::new(),
             alloc_fail: 0,
             creates: 0,

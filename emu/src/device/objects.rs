@@ -281,7 +281,7 @@ impl State {
 
     pub(super) fn retire_cq(&mut self, cq: u32) -> Option<Ring> {
         let c = self.cqs.remove(&cq)?;
-        self.retired.push(QueueReport {
+        self.retire(QueueReport {
             kind: "cq".into(),
             id: c.hw_id.unwrap_or(0),
             port: String::new(),
@@ -369,7 +369,7 @@ impl State {
             .port
             .map(|p| crate::config::format_mac(&self.ports[p].mac))
             .unwrap_or_default();
-        self.retired.push(QueueReport {
+        self.retire(QueueReport {
             kind: if w.kind == WqKind::Sq { "sq" } else { "rq" }.into(),
             id: w.hw_id.unwrap_or(0),
             port,
@@ -589,5 +589,36 @@ impl State {
         self.wqs
             .get(&wq)
             .and_then(|w| Some((w.buf.as_flat()?, w.count, w.hw_id.unwrap_or(0))))
+    }
+}
+
+/// Retired queue reports kept one by one; older ones are folded into one
+/// aggregate per kind and port (id 0) so a long soak keeps flat memory
+/// while sums over all queues stay exact.
+const RETIRED_KEPT: usize = 4096;
+
+impl State {
+    fn retire(&mut self, report: QueueReport) {
+        if self.retired.len() >= RETIRED_KEPT {
+            let old = self.retired.remove(0);
+            let c = &old.counters;
+            match self
+                .retired_folded
+                .iter_mut()
+                .find(|q| q.kind == old.kind && q.port == old.port)
+            {
+                Some(a) => {
+                    let t = &mut a.counters;
+                    t.packets += c.packets;
+                    t.bytes += c.bytes;
+                    t.wqes += c.wqes;
+                    t.cqes += c.cqes;
+                    t.errors += c.errors;
+                    t.doorbells += c.doorbells;
+                }
+                None => self.retired_folded.push(QueueReport { id: 0, ..old }),
+            }
+        }
+        self.retired.push(report);
     }
 }
