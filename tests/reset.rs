@@ -84,7 +84,7 @@ fn event_sequence(out: &str, port: u16) -> Vec<&'static str> {
 /// Mbufs of testpmd's pool that are neither in the pool nor in a per-lcore
 /// cache (from `dump_mempool`).
 fn mbufs_in_use(t: &mut Testpmd) -> u64 {
-    let out = t.cmd("dump_mempool").unwrap();
+    let out = t.dump_mempool().unwrap();
     let field = |k: &str| -> u64 {
         let i = out.find(k).unwrap_or_else(|| panic!("no {k} in {out}")) + k.len();
         out[i..]
@@ -416,6 +416,13 @@ fn a_hot_remove_during_recovery_ends_in_removal() {
     t.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
     wait_for_events(&t, 0, "device removal", 1, Duration::from_secs(10));
     wait_for_events(&t, 1, "device removal", 1, Duration::from_secs(10));
+    // testpmd's removal handler (an alarm, 100 ms after each RMV) stops
+    // forwarding, detaches the port and starts forwarding again: let both
+    // finish before stopping, or forwarding restarted behind `stop` runs
+    // into testpmd's exit (seen with 26.07: SIGSEGV in the txonly engine
+    // while pmd_test_exit frees the mempool).
+    t.wait_for("Now total ports is 0", Duration::from_secs(10))
+        .unwrap();
     t.cmd("stop").unwrap();
     t.cmd("port stop all").unwrap();
     t.cmd("port close all").unwrap();
