@@ -53,7 +53,7 @@ fn azure_nic(name: &str, extra: &str) -> (EmuEnv, std::path::PathBuf) {
 fn builder<'a>(env: &'a EmuEnv, args: &[&str]) -> TestpmdBuilder<'a> {
     Testpmd::builder(env)
         .driver(pmd())
-        .preload(queue_state_shim().expect("testpmd queue-state shim"))
+        .preloads(queue_state_shim().expect("testpmd queue-state shim"))
         .env("QSTATE_SHIM_DRIVERS", "net_netvsc")
         .args(args)
         .timeout(Duration::from_secs(240))
@@ -639,7 +639,7 @@ fn spawn_on(d: &Dpdk, env: &EmuEnv, args: &[&str]) -> Testpmd {
         .timeout(Duration::from_secs(240));
     if d.shim {
         b = b
-            .preload(queue_state_shim().expect("testpmd queue-state shim"))
+            .preloads(queue_state_shim().expect("testpmd queue-state shim"))
             .env("QSTATE_SHIM_DRIVERS", "net_netvsc");
     }
     if let Some(l) = &d.lib_dir {
@@ -835,11 +835,11 @@ fn seed_001_run(name: &str, app: &[&str], secs: u64) -> (String, Counters) {
     .arg("--total-num-mbufs=8192")
     .env(
         "LD_PRELOAD",
-        format!(
-            "{} {}",
-            emu_lib_path().unwrap().display(),
-            queue_state_shim().unwrap().display()
-        ),
+        std::iter::once(emu_lib_path().unwrap())
+            .chain(queue_state_shim().unwrap())
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
     )
     .env("QSTATE_SHIM_DRIVERS", "net_netvsc")
     .env("MANA_EMU_CONFIG", &env.config_path)

@@ -856,6 +856,39 @@ impl Drop for Hugepages {
     }
 }
 
+const EXIT_MARK: &str = "\n[harness: ";
+
+/// Waits (without reaping: `Testpmd` still owns the child) until `pid` has
+/// ended and describes how.
+fn exit_note(pid: u32) -> String {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waits on our own child; WNOWAIT leaves it to `Child::wait`.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+    };
+    if r != 0 {
+        return format!("{EXIT_MARK}dpdk-testpmd closed its output]\n");
+    }
+    // SAFETY: filled in by a successful waitid for an exited child.
+    let status = unsafe { info.si_status() };
+    if info.si_code == libc::CLD_EXITED {
+        format!("{EXIT_MARK}dpdk-testpmd exited with status {status}]\n")
+    } else {
+        // SAFETY: strsignal returns a static or thread-local string.
+        let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(status)) };
+        format!(
+            "{EXIT_MARK}dpdk-testpmd killed by signal {status} ({})]\n",
+            name.to_string_lossy()
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{without_events, without_log_lines};
@@ -887,38 +920,5 @@ mod tests {
             .replace('\n', "")
             .contains("testpmd> \r"));
         assert_eq!(without_log_lines("a\nEAL: x\nb"), "a\nb");
-    }
-}
-
-const EXIT_MARK: &str = "\n[harness: ";
-
-/// Waits (without reaping: `Testpmd` still owns the child) until `pid` has
-/// ended and describes how.
-fn exit_note(pid: u32) -> String {
-    // SAFETY: a zeroed siginfo_t is a valid out-parameter.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waits on our own child; WNOWAIT leaves it to `Child::wait`.
-    let r = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOWAIT,
-        )
-    };
-    if r != 0 {
-        return format!("{EXIT_MARK}dpdk-testpmd closed its output]\n");
-    }
-    // SAFETY: filled in by a successful waitid for an exited child.
-    let status = unsafe { info.si_status() };
-    if info.si_code == libc::CLD_EXITED {
-        format!("{EXIT_MARK}dpdk-testpmd exited with status {status}]\n")
-    } else {
-        // SAFETY: strsignal returns a static or thread-local string.
-        let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(status)) };
-        format!(
-            "{EXIT_MARK}dpdk-testpmd killed by signal {status} ({})]\n",
-            name.to_string_lossy()
-        )
     }
 }
