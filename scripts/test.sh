@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo fmt --all -- --check
+# setup.sh's deb-src entries, derived from the machine's apt sources.
+/usr/bin/python3 -m unittest -q scripts/lib/test_deb_src.py
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The integration tests start dpdk-testpmd processes; run them one at a time
 # on this 2-core class of machine.
