@@ -20,6 +20,7 @@ pub mod cq_phase;
 pub mod cqe;
 pub mod devargs;
 pub mod doorbell;
+pub mod eqe;
 pub mod rss;
 pub mod tx_oob;
 pub mod wqe;
@@ -69,6 +70,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "doorbell",
         check: doorbell::check,
+    },
+    Target {
+        name: "eqe",
+        check: eqe::check,
     },
     Target {
         name: "rss",

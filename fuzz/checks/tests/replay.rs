@@ -88,6 +88,7 @@ fn every_target_has_a_test() {
         "wqe_write",
         "tx_oob",
         "doorbell",
+        "eqe",
         "rss",
     ];
     let names: Vec<&str> = TARGETS.iter().map(|t| t.name).collect();
@@ -132,6 +133,11 @@ fn tx_oob() {
 #[test]
 fn doorbell() {
     run("doorbell");
+}
+
+#[test]
+fn eqe() {
+    run("eqe");
 }
 
 #[test]
