@@ -125,6 +125,7 @@ fn main() {
         "PKG_CONFIG_LIBDIR",
         "PKG_CONFIG_SYSROOT_DIR",
         "NET_MANA_DPDK_SRC",
+        "NET_MANA_DPDK_LIB_DIRS",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -154,7 +155,7 @@ fn main() {
         );
     }
     println!("cargo:rustc-env=NET_MANA_DPDK_VERSION={}", dpdk.version);
-    let libdir = dpdk_libdir(&dpdk);
+    let lib_dirs = dpdk_lib_dirs(&dpdk);
 
     let verbs = probe_link("libibverbs");
     let mana = probe_link("libmana");
@@ -174,7 +175,7 @@ fn main() {
         .cargo_metadata(false)
         .warnings(false);
 
-    check_headers_match_binaries(&base, &libdir, &out, &dpdk.version);
+    check_headers_match_binaries(&base, &lib_dirs, &out, &dpdk.version);
     for f in FEATURES {
         println!("cargo::rustc-check-cfg=cfg({})", f.cfg);
         if detect(&base, f, &out) {
@@ -201,13 +202,15 @@ fn main() {
     build_shim(&base);
 
     let mut libs: Vec<&str> = DPDK_LIBS.to_vec();
-    if dpdk.libs.iter().any(|l| l == "rte_log") || libdir.join("librte_log.so").exists() {
+    if dpdk.libs.iter().any(|l| l == "rte_log")
+        || lib_dirs.iter().any(|d| d.join("librte_log.so").exists())
+    {
         libs.push("rte_log");
     }
     for lib in libs {
         println!("cargo:rustc-link-lib=dylib={lib}");
     }
-    for dir in dpdk.link_paths.iter().chain(std::iter::once(&libdir)) {
+    for dir in &lib_dirs {
         println!("cargo:rustc-link-search=native={}", dir.display());
     }
     println!("cargo:rustc-link-lib=dylib=ibverbs");
@@ -229,17 +232,26 @@ fn probe_link(name: &str) -> pkg_config::Library {
         .unwrap_or_else(|e| fail(&format!("{name} (rdma-core >= 44) not found: {e}")))
 }
 
-/// DPDK's library directory (pkg-config leaves system directories out of
-/// `--libs`, so it is asked for the variable).
-fn dpdk_libdir(dpdk: &pkg_config::Library) -> PathBuf {
-    match pkg_config::get_variable("libdpdk", "libdir") {
-        Ok(d) if !d.is_empty() => PathBuf::from(d),
-        _ => dpdk
-            .link_paths
-            .first()
-            .cloned()
-            .unwrap_or_else(|| fail("libdpdk.pc names no libdir")),
+/// Where DPDK's shared libraries are: `NET_MANA_DPDK_LIB_DIRS` (colon
+/// separated; meson sets it for a DPDK subproject, whose drivers such as
+/// the PCI bus are built in a directory of their own), pkg-config's `-L`
+/// paths, and its `libdir` (pkg-config leaves system directories out of
+/// `--libs`, so the variable is asked for).
+fn dpdk_lib_dirs(dpdk: &pkg_config::Library) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = env::var_os("NET_MANA_DPDK_LIB_DIRS")
+        .map(|v| env::split_paths(&v).collect())
+        .unwrap_or_default();
+    dirs.extend(dpdk.link_paths.iter().cloned());
+    if let Ok(d) = pkg_config::get_variable("libdpdk", "libdir") {
+        if !d.is_empty() {
+            dirs.push(PathBuf::from(d));
+        }
     }
+    dirs.dedup();
+    if dirs.is_empty() {
+        fail("libdpdk.pc names no library directory");
+    }
+    dirs
 }
 
 /// Directories holding the driver-SDK headers, or a build failure that says
@@ -317,7 +329,7 @@ fn detect(base: &cc::Build, f: &Feature, out: &Path) -> bool {
 /// Refuses driver-SDK headers that do not describe the installed binaries:
 /// `rte_eth_devices` is `RTE_MAX_ETHPORTS` `struct rte_eth_dev`s, so the
 /// size the headers give must be the size librte_ethdev exports.
-fn check_headers_match_binaries(base: &cc::Build, libdir: &Path, out: &Path, version: &str) {
+fn check_headers_match_binaries(base: &cc::Build, lib_dirs: &[PathBuf], out: &Path, version: &str) {
     let src = out.join("probe_eth_devices.c");
     std::fs::write(
         &src,
@@ -343,7 +355,11 @@ fn check_headers_match_binaries(base: &cc::Build, libdir: &Path, out: &Path, ver
     }
     let headers = symbol_size(&obj, "net_mana_probe_eth_devices", false)
         .unwrap_or_else(|e| fail(&format!("reading {}: {e}", obj.display())));
-    let lib = libdir.join("librte_ethdev.so");
+    let lib = lib_dirs
+        .iter()
+        .map(|d| d.join("librte_ethdev.so"))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| lib_dirs[0].join("librte_ethdev.so"));
     match symbol_size(&lib, "rte_eth_devices", true) {
         Ok(binary) if binary == headers => {}
         Ok(binary) => fail(&format!(

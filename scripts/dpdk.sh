@@ -67,7 +67,7 @@ if [ -z "$tar_dir" ]; then
 fi
 
 options=(
-    --prefix="$prefix" --libdir=lib --buildtype=release
+    --prefix="$prefix" --libdir=lib --buildtype=release -Ddefault_library=shared
     -Dplatform=generic -Denable_driver_sdk=true -Dtests=false -Denable_docs=false
     -Dexamples= -Denable_apps=test-pmd -Denable_drivers=$DRIVERS
 )
@@ -131,6 +131,11 @@ srcdir=$(find "$work/src" -mindepth 1 -maxdepth 1 -type d)
 if grep -q "option('enable_kmods'" "$srcdir/meson_options.txt"; then
     options+=(-Denable_kmods=false)
 fi
+# Only the mandatory libraries, plus what net/bonding needs (sched for
+# rte_bitmap.h, ip_frag).
+if grep -q "option('enable_libs'" "$srcdir/meson_options.txt"; then
+    options+=(-Denable_libs=sched,ip_frag)
+fi
 
 # DPDK's build runs python3 from PATH and needs its elftools module. A pyenv
 # (or other) python3 ahead of Debian's usually lacks it; use the first
@@ -146,26 +151,38 @@ done
 
 echo "dpdk.sh: building DPDK $release into $prefix" >&2
 start=$SECONDS
-rm -rf "$prefix" "$top/src" "$top/reference"
-mkdir -p "$top"
 (
     export PATH="$py_dir:$PATH"
     cd "$srcdir"
     meson setup "${options[@]}" "$work/build" >"$work/setup.log" 2>&1 ||
         { tail -30 "$work/setup.log" >&2; exit 1; }
-    ninja -C "$work/build" install >"$work/build.log" 2>&1 ||
+    # Staged, so that a previous install stays usable until this one is
+    # complete; the paths compiled in (the plugin directory) are $prefix's.
+    DESTDIR="$work/stage" ninja -C "$work/build" install >"$work/build.log" 2>&1 ||
         { grep -B2 -A20 -m3 'FAILED\|error' "$work/build.log" | head -60 >&2; exit 1; }
-) || die "building DPDK $release failed (logs were in $work)"
+) || die "building DPDK $release failed (logs were in $work, removed on exit)"
+staged=$work/stage$prefix
+# DPDK's Python tools (dpdk-pmdinfo.py needs elftools) run with the
+# python3 the build used, as distributions' packages do.
+sed -i "1s|^#!/usr/bin/env python3\$|#!$py_dir/python3|" "$staged"/bin/*.py
 
+# Every driver the tests load must be there: meson skips a driver whose
+# dependencies are missing and says so only in its summary.
+pmd_dir=$(ls -d "$staged"/lib/dpdk/pmds-* | head -1)
+for so in bus_pci bus_vdev bus_vmbus mempool_ring net_ring net_failsafe net_bond net_netvsc net_mana; do
+    [ -e "$pmd_dir/librte_$so.so" ] ||
+        die "DPDK $release built without librte_$so (for net_mana: rdma-core's libibverbs-dev and libmana); meson's summary: $(grep -A30 'Drivers Disabled' "$work/setup.log" | head -30)"
+done
 # DPDK's C net/mana leaves the autoloaded directory: the tests choose which
 # MANA driver a testpmd loads.
-pmd_dir=$(ls -d "$prefix"/lib/dpdk/pmds-* | head -1)
-mkdir -p "$top/reference"
-c_mana=$(ls "$pmd_dir"/librte_net_mana.so.*.* 2>/dev/null | head -1)
-[ -n "$c_mana" ] || die "DPDK $release built without net/mana (missing rdma-core headers? see meson's summary)"
-mv "$c_mana" "$top/reference/librte_net_mana_c.so"
+mkdir -p "$work/reference"
+mv "$(readlink -f "$pmd_dir/librte_net_mana.so")" "$work/reference/librte_net_mana_c.so"
 rm -f "$pmd_dir"/librte_net_mana.so*
 
+rm -rf "$prefix" "$top/src" "$top/reference"
+mkdir -p "$top"
+mv "$staged" "$prefix"
+mv "$work/reference" "$top/reference"
 mv "$srcdir" "$top/src"
 echo "$stamp_text" >"$stamp"
 echo "dpdk.sh: DPDK $release built and installed in $((SECONDS - start)) s" >&2

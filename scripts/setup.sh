@@ -3,13 +3,14 @@
 # DPDK 22.11 with testpmd, rdma-core 44, the bindgen toolchain, test tools,
 # and the DPDK source of exactly the installed version (its driver-SDK
 # headers are not packaged in libdpdk-dev; the C reference driver is built
-# from it in tests). Idempotent.
+# from it in tests), and the guest tier's pieces (scripts/guest-setup.sh).
+# Idempotent.
 set -euo pipefail
 
 CACHE=${NET_MANA_CACHE:-/var/cache/net-mana}
 PKGS=(libdpdk-dev dpdk-dev dpdk libibverbs-dev ibverbs-providers libclang-dev clang
       meson ninja-build pkg-config valgrind python3-pyelftools iproute2 iputils-ping
-      netcat-openbsd tcpdump ethtool dpkg-dev xz-utils)
+      netcat-openbsd tcpdump ethtool dpkg-dev xz-utils debootstrap)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup.sh: run as root (it installs Debian packages)" >&2
@@ -49,6 +50,10 @@ if [ ! -f "$src/lib/ethdev/ethdev_driver.h" ]; then
     tar -C "$CACHE" -xf "$CACHE/dpdk_${upstream}.orig.tar.xz"
 fi
 test -f "$src/lib/ethdev/ethdev_driver.h" || { echo "setup.sh: DPDK source not found at $src" >&2; exit 1; }
+
+# The guest tier (QEMU with the vfio-user client in a trixie chroot, the
+# trixie 6.12 cloud kernel, the guest's userspace): cheap when cached.
+"$(dirname "$0")/guest-setup.sh"
 
 if ! command -v cargo >/dev/null; then
     echo "setup.sh: cargo (Rust >= 1.81) is required; install it with rustup" >&2

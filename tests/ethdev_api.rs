@@ -71,3 +71,75 @@ fn loopback_mode_is_refused_with_the_reason() {
         "{out}"
     );
 }
+
+/// Impossible values at every entry that reaches the driver: each call
+/// fails with a clear error and loses nothing; the port then works.
+#[test]
+fn impossible_values_are_refused_and_the_port_still_works() {
+    let (out, ok, _env) = run("bad-input");
+    assert!(ok, "{out}");
+    let mut got = std::collections::BTreeMap::new();
+    for l in out.lines() {
+        if let Some(rest) = l.strip_prefix("BAD ") {
+            let (what, ret) = rest.split_once(' ').unwrap();
+            got.insert(what.to_string(), ret.parse::<i32>().unwrap());
+        }
+    }
+    const EINVAL: i32 = -libc::EINVAL;
+    const ENOTSUP: i32 = -libc::ENOTSUP;
+    let want: &[(&str, i32)] = &[
+        ("configure-3-rxq", EINVAL),
+        ("configure-128-rxq", EINVAL),
+        ("configure-dcb", EINVAL),
+        ("configure-lsc", EINVAL),
+        ("configure-2-rxq", 0),
+        ("rxq-id-out-of-range", EINVAL),
+        ("rxq-null-mempool", EINVAL),
+        ("rxq-192-desc", EINVAL),
+        ("rxq-too-many-desc", EINVAL),
+        ("txq-192-desc", EINVAL),
+        ("txq-id-out-of-range", EINVAL),
+        ("start-without-queues", EINVAL),
+        ("mtu-67", EINVAL),
+        ("mtu-9001", EINVAL),
+        ("mtu-900", 0),
+        ("rxq-small-mbufs", 0),
+        ("mtu-beyond-buffers", EINVAL),
+        ("rxq-small-mbufs-at-mtu-1500", 0),
+        ("mtu-1500-back", EINVAL),
+        ("rss-key-39-bytes", EINVAL),
+        ("rss-sctp", EINVAL),
+        ("reta-size-128", EINVAL),
+        ("reta-queue-5", EINVAL),
+        ("reta-not-periodic", EINVAL),
+        ("xstats-1-entry", 1),
+        ("xstats-names-1-entry", 1),
+        ("fw-version-4-bytes", 1),
+        ("mac-other", ENOTSUP),
+        ("promiscuous", ENOTSUP),
+        ("vlan-filter", EINVAL),
+        ("rx-intr-without-conf", EINVAL),
+        ("rxq-start-out-of-range", EINVAL),
+        ("rxq-start-port-stopped", EINVAL),
+        ("start", 0),
+    ];
+    let want: std::collections::BTreeMap<String, i32> =
+        want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    assert_eq!(got, want, "{out}");
+    assert!(out.contains("WORKS SENT 64 GOT 64"), "{out}");
+    // What the driver refuses, it says why.
+    for line in [
+        "3 receive queues: MANA spreads traffic over a power-of-two number of receive queues, at most 64",
+        "rx mq_mode 2 is not supported; use none or RSS",
+        "192 descriptors: MANA queues take a power of two from 64 to 256",
+        "start failed: rx queue 0 is not set up",
+        "MTU 1500 needs 1518-byte receive buffers; rx queue 0 has 1024 (no scatter): set up the queues with larger mbufs first",
+        "MTU 1500 needs 1518-byte receive buffers; rx queue 1 has 1024 (no scatter): set up the queues with larger mbufs first",
+        "RSS key length 39 is not 40 bytes",
+        "the redirection table has 64 entries, not 128",
+        "redirection table rejected: entries 0..2 must name each of the 2 receive queues exactly once (got [0, 0])",
+        "cannot change the MAC to 02:00:00:00:00:99: Azure fixes each port's MAC (00:0d:3a:00:00:01)",
+    ] {
+        assert!(out.contains(&format!("net_mana: 7870:00:00.0_port1: {line}")), "missing {line:?} in:\n{out}");
+    }
+}

@@ -135,20 +135,27 @@ fn bonding_slave_forwards_with_exact_counts() {
         return;
     }
     let env = EmuEnv::new("rs-bonding", two_adapters()).unwrap();
+    // DPDK 23.11 renamed the bond's slaves members, in its devargs and in
+    // testpmd's output.
+    let (member, members) = if dpdk_version().unwrap() >= (23, 11) {
+        ("member", "Members")
+    } else {
+        ("slave", "Slaves")
+    };
     // A (port 0) is the bond's only slave, given by PCI address; B is port
     // 1; the bond (mode 0, round robin) is port 2.
     let mut t = spawn_with(
         &env,
         &[&format!("{PCI},mac={MAC_A}"), PCI2],
-        &[&format!("--vdev=net_bonding0,mode=0,slave={PCI}")],
+        &[&format!("--vdev=net_bonding0,mode=0,{member}={PCI}")],
         &["--rxd=256", "--txd=256", "--forward-mode=io"],
     );
     let out = t.output();
     assert!(!out.contains("Failed to update port Id"), "{out}");
     assert!(!out.contains("Fail to start port"), "{out}");
     let o = cmd(&mut t, "show bonding config 2");
-    assert_has(&o, "Slaves (1): [0]");
-    assert_has(&o, "Active Slaves (1): [0]");
+    assert_has(&o, &format!("{members} (1): [0]"));
+    assert_has(&o, &format!("Active {members} (1): [0]"));
     let o = cmd(&mut t, "show port summary all");
     assert_has(&o, "net_bonding0 net_bonding    up");
     // testpmd listed the slave as a forwarding port before the bond took it.
@@ -196,6 +203,20 @@ fn failsafe_survives_the_hot_removal_of_its_sub_device() {
     // Failsafe closes the sub-device from its hot-plug alarm.
     t.wait_for("Port 2 is closed", Duration::from_secs(10))
         .unwrap();
+    if dpdk_version().unwrap() >= (23, 11) {
+        // Since 23.11 ethdev clears `dev->data` when it releases a port, and
+        // failsafe's removal (fs_dev_remove) releases the sub-device's port
+        // a second time after the close that released it and the bus
+        // detach: rte_eth_dev_release_port dereferences the NULL data and
+        // testpmd dies (SIGSEGV, in failsafe_dev_remove from its hot-plug
+        // alarm), whatever the sub-device's PMD. Pinned here: when DPDK
+        // fixes it, this fails and the rest of the test applies again.
+        let err = t
+            .quit()
+            .expect_err("testpmd survived failsafe's double release");
+        assert!(err.contains("SIGSEGV"), "{err}");
+        return;
+    }
     // Every port restarts: failsafe's removal releases the closed
     // sub-device a second time, when its ethdev data is already zeroed, which
     // resets the fast-path ops of port 0 (B) too.

@@ -97,3 +97,37 @@ fn the_checker_sees_an_upward_import() {
         BTreeSet::from(["control".to_string(), "ffi".to_string()])
     );
 }
+
+/// `rte_eth_dev_configure` frees and replaces ethdev's queue arrays without
+/// any driver lock, so the driver's own threads (interrupts, recovery,
+/// multi-process) must reach queues through the control state, never
+/// through those arrays: only `control/queues.rs` (which writes them at
+/// setup and defines the op-time view) and the ethdev ops read them.
+#[test]
+fn only_ethdev_ops_read_ethdevs_queue_arrays() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut bad = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        if rel == "control/queues.rs" || rel.starts_with("ethdev/") || rel.starts_with("ffi/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap();
+            let arrays = [".rx_queues", ".tx_queues"]
+                .iter()
+                .any(|a| code.contains(a) && !code.contains(&format!(".nb_{}", &a[1..])));
+            if arrays || code.contains("EthQueues") {
+                bad.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "ethdev queue arrays read outside ethdev ops:\n{}",
+        bad.join("\n")
+    );
+}

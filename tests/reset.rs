@@ -84,7 +84,7 @@ fn event_sequence(out: &str, port: u16) -> Vec<&'static str> {
 /// Mbufs of testpmd's pool that are neither in the pool nor in a per-lcore
 /// cache (from `dump_mempool`).
 fn mbufs_in_use(t: &mut Testpmd) -> u64 {
-    let out = t.cmd("dump_mempool").unwrap();
+    let out = t.dump_mempool().unwrap();
     let field = |k: &str| -> u64 {
         let i = out.find(k).unwrap_or_else(|| panic!("no {k} in {out}")) + k.len();
         out[i..]
@@ -100,6 +100,12 @@ fn mbufs_in_use(t: &mut Testpmd) -> u64 {
 fn wait_for_events(t: &Testpmd, port: u16, what: &str, n: usize, timeout: Duration) {
     let t0 = Instant::now();
     while events(&t.output(), port, what) < n {
+        if let Some(how) = t.exited() {
+            panic!(
+                "{how} before {n} '{what}' events for port {port}:\n{}",
+                t.output()
+            );
+        }
         assert!(
             t0.elapsed() < timeout,
             "only {} of {n} '{what}' events for port {port}:\n{}",
@@ -408,18 +414,23 @@ fn a_hot_remove_during_recovery_ends_in_removal() {
     let mut t = spawn(&env, &["--forward-mode=txonly"]);
     t.cmd("start").unwrap();
     t.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
-    wait_for_events(&t, 0, "error recovery failed", 1, Duration::from_secs(10));
-    wait_for_events(&t, 1, "error recovery failed", 1, Duration::from_secs(10));
+    wait_for_events(&t, 0, "device removal", 1, Duration::from_secs(10));
+    wait_for_events(&t, 1, "device removal", 1, Duration::from_secs(10));
+    // testpmd's removal handler (an alarm, 100 ms after each RMV) stops
+    // forwarding, detaches the port and starts forwarding again: let both
+    // finish before stopping, or forwarding restarted behind `stop` runs
+    // into testpmd's exit (seen with 26.07: SIGSEGV in the txonly engine
+    // while pmd_test_exit frees the mempool).
+    t.wait_for("Now total ports is 0", Duration::from_secs(10))
+        .unwrap();
     t.cmd("stop").unwrap();
     t.cmd("port stop all").unwrap();
     t.cmd("port close all").unwrap();
     let out = t.quit().unwrap();
-    // testpmd asks for removal events (intr_conf.rmv): RMV follows FAILED.
-    assert_eq!(
-        event_sequence(&out, 0),
-        ["RECOVERING", "FAILED", "RMV"],
-        "{out}"
-    );
+    // testpmd asks for removal events (intr_conf.rmv): RMV ends the
+    // recovery, not FAILED (one terminal event; netvsc 26.07 crashes on
+    // both, see tests/netvsc.rs).
+    assert_eq!(event_sequence(&out, 0), ["RECOVERING", "RMV"], "{out}");
     assert!(
         out.contains("the PCI function was removed; close the port"),
         "{out}"
@@ -503,4 +514,56 @@ backend = {{ kind = "sink" }}
 "#
     ))
     .unwrap()
+}
+
+/// Packets the device delivered that no burst polled before a reset are
+/// counted as lost to it (xstats `rx_q<n>_lost_to_reset`), so the device's
+/// receive count equals what the application got plus what the reset took.
+#[test]
+fn received_packets_not_polled_at_a_reset_are_counted_as_lost_to_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-unpolled", sink_port(100)).unwrap();
+    let mut t = spawn(&env, &["--forward-mode=rxonly"]);
+    // Not forwarding: what arrives waits in the receive ring.
+    let frames: Vec<Vec<u8>> = (0..50u8)
+        .map(|i| {
+            mana_emu::pkt::build::udp4(
+                mana_emu::config::parse_mac(MAC0).unwrap(),
+                [2, 0, 0, 0, 0, 1],
+                [10, 0, 0, i],
+                [10, 9, 9, 9],
+                1000,
+                2000,
+                30,
+            )
+        })
+        .collect();
+    t.inject(MAC0, &frames).unwrap();
+    t.wait_device(Duration::from_secs(10), |c| {
+        c.port(MAC0).is_some_and(|p| p.rx_packets == 50)
+    })
+    .unwrap();
+    reset(&t);
+    wait_for_events(
+        &t,
+        0,
+        "error recovery successful",
+        1,
+        Duration::from_secs(20),
+    );
+    let out = t.cmd("show port xstats 0").unwrap();
+    let value = |k: &str| -> u64 {
+        let l = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{k}:")))
+            .unwrap_or_else(|| panic!("no {k} in {out}"));
+        l.split(':').nth(1).unwrap().trim().parse().unwrap()
+    };
+    assert_eq!(value("rx_q0_lost_to_reset"), 50, "{out}");
+    assert_eq!(value("rx_good_packets"), 0, "{out}");
+    let log = t.quit().unwrap();
+    assert!(
+        log.contains("50 received packets not yet polled were lost to the reset"),
+        "{log}"
+    );
 }

@@ -178,6 +178,25 @@ fn af_packet_open(ifname: &str) -> io::Result<OwnedFd> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
+    // Room for a TCP window of frames arriving while the device thread is
+    // busy (a guest under software emulation drains slowly): the socket
+    // would otherwise drop them, as a full wire FIFO does.
+    let size: libc::c_int = AF_PACKET_RCVBUF;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt with an int option value on our socket.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+    }
     // Promiscuous membership, so frames for the emulated MAC are seen.
     // SAFETY: packet_mreq is plain data.
     let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
@@ -207,6 +226,32 @@ pub fn af_packet_send(fd: &OwnedFd, frame: &[u8]) -> bool {
         )
     };
     r == frame.len() as isize
+}
+
+/// Receive buffer of an AF_PACKET backend (SO_RCVBUFFORCE as root).
+const AF_PACKET_RCVBUF: libc::c_int = 32 << 20;
+
+/// Frames the socket dropped for lack of buffer space since the last call
+/// (`PACKET_STATISTICS`, which resets on read).
+pub fn af_packet_drops(fd: &OwnedFd) -> u64 {
+    // SAFETY: tpacket_stats is plain data; all-zero is valid.
+    let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: getsockopt into a tpacket_stats of the length passed.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats).cast(),
+            &mut len,
+        )
+    };
+    if r == 0 {
+        u64::from(st.tp_drops)
+    } else {
+        0
+    }
 }
 
 /// Receives one frame if available.

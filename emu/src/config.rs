@@ -196,6 +196,9 @@ pub struct Config {
     pub limits: Limits,
     #[serde(rename = "adapter", default)]
     pub adapters: Vec<AdapterConfig>,
+    /// Synthetic NICs on VMBus whose VF is a MANA port (`crate::vmbus`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub netvsc: Vec<crate::vmbus::NetvscConfig>,
 }
 
 impl Config {
@@ -287,6 +290,7 @@ impl Config {
                 }
             }
         }
+        crate::vmbus::normalize(&mut self.netvsc, &self.adapters)?;
         if self.options.queue_id_base == 0 || self.options.queue_id_base > 0xff_0000 {
             return Err("queue_id_base must be in 1..=0xff0000".into());
         }

@@ -78,6 +78,17 @@ pub(crate) fn memfd_page() -> io::Result<(OwnedFd, Region)> {
 
 /// Waits up to `timeout_ms` (0: just looks) for `fd` to become readable;
 /// returns poll(2)'s `revents` (0 on timeout or error).
+/// Unmaps a context's doorbell page (what [`memfd_page`] returned), once
+/// the device forgets the context: a driver storing to it that late has a
+/// bug worth a fault.
+pub(crate) fn release_page(page: Region) {
+    // SAFETY: the page memfd_page mapped for a context (PAGE bytes at its
+    // address); the device's last copy of its address was the forgotten
+    // context's record, which the caller has just dropped, so nothing in
+    // the device reads it any more.
+    unsafe { libc::munmap(page.addr() as *mut libc::c_void, PAGE) };
+}
+
 pub(crate) fn poll_in(fd: RawFd, timeout_ms: i32) -> i16 {
     let mut pfd = libc::pollfd {
         fd,

@@ -57,9 +57,23 @@ pub fn emu_lib_path() -> Result<PathBuf, String> {
     }
 }
 
-/// Builds (once) and returns the upstream C driver plugin of the installed
-/// DPDK version (`tests/upstream/build-c-driver.sh`).
+/// The upstream C driver plugin of the DPDK under test: the one in
+/// `NET_MANA_UPSTREAM_PMD` when set (DPDK's own build of net/mana, as
+/// `scripts/matrix.sh` sets it for the releases `scripts/dpdk.sh` builds),
+/// else built (once) for the installed DPDK by
+/// `tests/upstream/build-c-driver.sh`.
 pub fn upstream_c_driver() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("NET_MANA_UPSTREAM_PMD") {
+        let p = PathBuf::from(p);
+        return if p.exists() {
+            Ok(p)
+        } else {
+            Err(format!(
+                "NET_MANA_UPSTREAM_PMD={} does not exist",
+                p.display()
+            ))
+        };
+    }
     static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
     let mut g = BUILT.lock().unwrap();
     if let Some(p) = &*g {
@@ -89,10 +103,30 @@ pub fn upstream_c_driver() -> Result<PathBuf, String> {
 }
 
 /// The testpmd queue-state shim for the 22.11.x C driver (see
-/// `tests/upstream/queue-state-shim.c`); built by `upstream_c_driver`.
-pub fn queue_state_shim() -> Result<PathBuf, String> {
+/// `tests/upstream/queue-state-shim.c`), built by `upstream_c_driver`;
+/// `None` for a C driver from `NET_MANA_UPSTREAM_PMD` (23.11 and later set
+/// their queue states).
+pub fn queue_state_shim() -> Result<Option<PathBuf>, String> {
+    if std::env::var_os("NET_MANA_UPSTREAM_PMD").is_some() {
+        return Ok(None);
+    }
     let d = upstream_c_driver()?;
-    Ok(d.parent().unwrap().join("libtestpmd_qstate_shim.so"))
+    Ok(Some(d.parent().unwrap().join("libtestpmd_qstate_shim.so")))
+}
+
+/// The DPDK release under test, `(year, month)` (`pkg-config --modversion
+/// libdpdk`, which follows `PKG_CONFIG_PATH` like the build does).
+pub fn dpdk_version() -> Result<(u32, u32), String> {
+    let out = Command::new("pkg-config")
+        .args(["--modversion", "libdpdk"])
+        .output()
+        .map_err(|e| format!("pkg-config: {e}"))?;
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut it = v.split('.').map(|x| x.parse::<u32>());
+    match (it.next(), it.next()) {
+        (Some(Ok(y)), Some(Ok(m))) if out.status.success() => Ok((y, m)),
+        _ => Err(format!("pkg-config --modversion libdpdk gave {v:?}")),
+    }
 }
 
 pub fn testpmd_available() -> bool {
@@ -219,6 +253,22 @@ pub fn without_events(text: &str) -> String {
     out
 }
 
+/// Log lines written by other threads (the drivers' interrupt and recovery
+/// threads, EAL's alarms), which, written whole, can land inside the
+/// prompt testpmd writes a byte at a time: `text` with each of them cut
+/// out wherever it starts.
+pub fn without_log_lines(text: &str) -> String {
+    const PREFIXES: [&str; 4] = ["net_mana: ", "MANA_DRIVER: ", "EAL: ", "ETHDEV: "];
+    let mut out = text.to_string();
+    for p in PREFIXES {
+        while let Some(at) = out.find(p) {
+            let end = out[at..].find('\n').map_or(out.len(), |e| at + e + 1);
+            out.replace_range(at..end, "");
+        }
+    }
+    out
+}
+
 fn is_event_line(line: &str) -> bool {
     let Some(tail) = line.strip_prefix("Port ") else {
         return false;
@@ -287,6 +337,44 @@ pub fn parse_stream_stats(text: &str) -> Vec<StreamStats> {
     out
 }
 
+/// One mempool from `dump_mempool` (see [`parse_mempools`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pool {
+    pub name: String,
+    pub size: u64,
+    /// Objects neither in the pool's ring nor in an lcore cache.
+    pub in_use: u64,
+}
+
+pub fn parse_mempools(o: &str) -> Vec<Pool> {
+    let mut out = Vec::new();
+    for block in o.split("mempool <").skip(1) {
+        let name = block.split('>').next().unwrap_or("").to_string();
+        let mut size: Option<u64> = None;
+        let mut cache = 0u64;
+        let mut common: Option<u64> = None;
+        for l in block.lines() {
+            let l = l.trim();
+            if let Some(v) = l.strip_prefix("size=") {
+                size = v.parse().ok();
+            } else if let Some(v) = l.strip_prefix("total_cache_count=") {
+                cache = v.parse().unwrap_or(0);
+            } else if let Some(v) = l.strip_prefix("common_pool_count=") {
+                common = v.parse().ok();
+                break;
+            }
+        }
+        if let (Some(size), Some(common)) = (size, common) {
+            out.push(Pool {
+                name,
+                size,
+                in_use: size - cache - common,
+            });
+        }
+    }
+    out
+}
+
 pub struct TestpmdBuilder<'a> {
     env: &'a EmuEnv,
     driver: Option<PathBuf>,
@@ -298,9 +386,22 @@ pub struct TestpmdBuilder<'a> {
     timeout: Duration,
     file_prefix: Option<String>,
     hugepages: bool,
+    envs: Vec<(String, String)>,
+    binary: PathBuf,
 }
 
 impl<'a> TestpmdBuilder<'a> {
+    /// The testpmd to run (default: `dpdk-testpmd` from `PATH`), e.g. one
+    /// of another DPDK release (with `LD_LIBRARY_PATH` through `env`).
+    pub fn testpmd(mut self, bin: PathBuf) -> Self {
+        self.binary = bin;
+        self
+    }
+    /// An environment variable for testpmd.
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.envs.push((k.into(), v.into()));
+        self
+    }
     /// The PMD plugin passed with `-d` (must not be in a world-writable dir).
     pub fn driver(mut self, p: PathBuf) -> Self {
         self.driver = Some(p);
@@ -309,6 +410,11 @@ impl<'a> TestpmdBuilder<'a> {
     /// Another library to LD_PRELOAD after `libmana_emu.so`.
     pub fn preload(mut self, p: PathBuf) -> Self {
         self.preload_extra.push(p);
+        self
+    }
+    /// Each library of `ps` (e.g. an `Option`) to LD_PRELOAD.
+    pub fn preloads(mut self, ps: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.preload_extra.extend(ps);
         self
     }
     /// Extra EAL arguments.
@@ -366,7 +472,7 @@ impl<'a> TestpmdBuilder<'a> {
         // stdout is a pipe: make testpmd's printf output line-buffered so
         // replies arrive before the next prompt (stdbuf execs, same pid).
         let mut cmd = Command::new("stdbuf");
-        cmd.args(["-oL", "-eL", "dpdk-testpmd"]);
+        cmd.args(["-oL", "-eL"]).arg(&self.binary);
         if self.hugepages {
             cmd.args(["-m", "256"]);
         } else {
@@ -398,6 +504,9 @@ impl<'a> TestpmdBuilder<'a> {
         cmd.env("LD_PRELOAD", preload.join(" "));
         cmd.env("MANA_EMU_CONFIG", &self.env.config_path);
         cmd.env("SYSFS_PCI_DEVICES", self.env.pci_devices());
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
         // stdout and stderr share one pipe, so what a command logs is read
         // in the order written: before the prompt that follows it.
         let (reader, writer) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
@@ -410,6 +519,7 @@ impl<'a> TestpmdBuilder<'a> {
         let out = Arc::new(Mutex::new(String::new()));
         {
             let out = out.clone();
+            let pid = child.id();
             std::thread::spawn(move || {
                 let mut r = BufReader::new(reader);
                 let mut line = String::new();
@@ -417,6 +527,10 @@ impl<'a> TestpmdBuilder<'a> {
                     out.lock().unwrap().push_str(&line);
                     line.clear();
                 }
+                // Output closed: say how testpmd ended, so a test waiting
+                // for more reports the crash rather than a timeout.
+                let note = exit_note(pid);
+                out.lock().unwrap().push_str(&note);
             });
         }
         let stdin = child.stdin.take();
@@ -477,11 +591,24 @@ impl Testpmd {
             timeout: Duration::from_secs(120),
             file_prefix: None,
             hugepages: false,
+            envs: Vec::new(),
+            binary: PathBuf::from("dpdk-testpmd"),
         }
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// How testpmd ended, once it has (its output closed).
+    pub fn exited(&self) -> Option<String> {
+        let o = self.out.lock().unwrap();
+        let i = o.rfind(EXIT_MARK)?;
+        Some(
+            o[i + EXIT_MARK.len()..]
+                .trim_end_matches([']', '\n'])
+                .to_string(),
+        )
     }
 
     /// Everything testpmd printed so far.
@@ -520,6 +647,12 @@ impl Testpmd {
                     }
                 }
             }
+            if let Some(how) = self.exited() {
+                return Err(format!(
+                    "{how} while waiting for {pat:?}; output:\n{}",
+                    self.output()
+                ));
+            }
             if t0.elapsed() > timeout || Instant::now() > self.deadline {
                 return Err(format!(
                     "timeout waiting for {pat:?}; output:\n{}",
@@ -556,8 +689,22 @@ impl Testpmd {
             "testpmd> \r\n",
             Duration::from_secs(60),
             without_events,
-            |v| v.replace('\n', "").contains("testpmd> \r"),
+            |v| {
+                without_log_lines(v)
+                    .replace('\n', "")
+                    .contains("testpmd> \r")
+            },
         )
+    }
+
+    /// Every mempool's dump: `dump_mempool`, which testpmd 26.07 renamed
+    /// `dump mempool`.
+    pub fn dump_mempool(&mut self) -> Result<String, String> {
+        let o = self.cmd("dump_mempool")?;
+        if o.contains("Command not found") {
+            return self.cmd("dump mempool");
+        }
+        Ok(o)
     }
 
     pub fn port_stats(&mut self, port: u16) -> Result<PortStats, String> {
@@ -709,9 +856,42 @@ impl Drop for Hugepages {
     }
 }
 
+const EXIT_MARK: &str = "\n[harness: ";
+
+/// Waits (without reaping: `Testpmd` still owns the child) until `pid` has
+/// ended and describes how.
+fn exit_note(pid: u32) -> String {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waits on our own child; WNOWAIT leaves it to `Child::wait`.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+    };
+    if r != 0 {
+        return format!("{EXIT_MARK}dpdk-testpmd closed its output]\n");
+    }
+    // SAFETY: filled in by a successful waitid for an exited child.
+    let status = unsafe { info.si_status() };
+    if info.si_code == libc::CLD_EXITED {
+        format!("{EXIT_MARK}dpdk-testpmd exited with status {status}]\n")
+    } else {
+        // SAFETY: strsignal returns a static or thread-local string.
+        let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(status)) };
+        format!(
+            "{EXIT_MARK}dpdk-testpmd killed by signal {status} ({})]\n",
+            name.to_string_lossy()
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::without_events;
+    use super::{without_events, without_log_lines};
 
     #[test]
     fn event_lines_are_cut_out_even_inside_a_prompt() {
@@ -726,5 +906,19 @@ mod tests {
         let v = without_events(raw);
         assert_eq!(v, "Done.\ntestpmd\n> \r\ntestpmd> ");
         assert!(v.replace('\n', "").contains("testpmd> \r"));
+    }
+
+    #[test]
+    fn a_driver_log_line_inside_the_prompt_does_not_hide_it() {
+        // Seen with DPDK 24.11: the recovery thread's line split the prompt.
+        let raw = "tesnet_mana: 7870:00:00.0_port1: device reset (IBV_EVENT_DEVICE_FATAL): \
+                   stopping traffic and recovering\n\nPort 0: error recovering event\n\
+                   net_mana: 7870:00:00.0_port2: stopping\ntpmd> \r\n";
+        let v = without_events(raw);
+        assert!(!v.replace('\n', "").contains("testpmd> \r"));
+        assert!(without_log_lines(&v)
+            .replace('\n', "")
+            .contains("testpmd> \r"));
+        assert_eq!(without_log_lines("a\nEAL: x\nb"), "a\nb");
     }
 }

@@ -14,6 +14,8 @@
 //! * [`control`]: the control socket used by the `mana-emu` CLI.
 //! * [`testing`]: a driver-like Rust API for device-model tests.
 //! * [`harness`]: helpers to run `dpdk-testpmd` on the emulated device.
+//! * [`vmbus`]: a Hyper-V synthetic NIC for DPDK's netvsc PMD, with the
+//!   MANA port as its VF; [`uevent`]: hot-plug events for the process.
 
 pub mod backend;
 pub mod config;
@@ -28,7 +30,9 @@ pub mod mtuwatch;
 pub mod pkt;
 pub mod sysfs;
 pub mod testing;
+pub mod uevent;
 pub mod verbs;
+pub mod vmbus;
 pub mod wire;
 
 pub use config::Config;

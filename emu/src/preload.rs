@@ -9,6 +9,10 @@
 
 pub use mana_emu::verbs::*;
 
+// open/fopen/opendir/access/mmap/ioctl/socket/bind for the emulated VMBus
+// device (paths DPDK hard-codes); see mana_emu::vmbus::interpose.
+mana_emu::export_libc_hooks!();
+
 /// ELF constructor: create / validate the fake sysfs trees before EAL's
 /// PCI scan.
 #[used]

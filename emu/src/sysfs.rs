@@ -159,5 +159,8 @@ pub fn create_all(cfg: &Config) -> io::Result<()> {
         ensure_pci(root, a, &ups)?;
         ensure_ib(root, a, a.ib_name.as_deref().unwrap_or("mana_0"))?;
     }
+    if !cfg.netvsc.is_empty() {
+        crate::vmbus::sysfs::create(root, &cfg.netvsc)?;
+    }
     Ok(())
 }

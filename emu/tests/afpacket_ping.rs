@@ -143,7 +143,7 @@ fn ping_between_namespaces_through_testpmd() {
     let (m0, m1) = (net.mac(0), net.mac(1));
     let mut t = Testpmd::builder(&env)
         .driver(upstream_c_driver().unwrap())
-        .preload(queue_state_shim().unwrap())
+        .preloads(queue_state_shim().unwrap())
         .args(&[
             "--rxd=256",
             "--txd=256",

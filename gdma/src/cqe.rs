@@ -160,7 +160,8 @@ pub const fn cq_slot(index: u32, count: u32) -> u32 {
 }
 
 /// `tail_ptr` of a CQ arm doorbell: `head % (count << 3)` (computed in 64
-/// bits, so large counts do not overflow).
+/// bits, so large counts do not overflow). `count` must be non-zero
+/// ([`CqDoorbell::arm_at`](crate::CqDoorbell::arm_at) checks it).
 #[inline]
 pub const fn cq_arm_tail(head: u32, count: u32) -> u32 {
     (head as u64 % ((count as u64) << CQE_OWNER_BITS_U64)) as u32

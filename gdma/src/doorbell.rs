@@ -138,8 +138,17 @@ impl CqDoorbell {
         Ok(Self::new().with_id(id).with_tail_ptr(tail).with_arm(arm))
     }
     /// The arm doorbell for a consumer index `head` of a CQ with `count`
-    /// entries: `tail_ptr = head % (count << 3)`, `arm = 1`.
+    /// entries: `tail_ptr = head % (count << 3)`, `arm = 1`. Fails on
+    /// `count == 0`, as on a value that does not fit.
     pub fn arm_at(id: u32, head: u32, count: u32) -> Result<Self, EncodeError> {
+        if count == 0 {
+            return Err(EncodeError::InvalidValue {
+                what: Self::NAME,
+                field: "count",
+                value: 0,
+                expected: "a CQ of at least one entry",
+            });
+        }
         Self::try_new(id, crate::cq_arm_tail(head, count), true)
     }
 }
@@ -415,6 +424,26 @@ mod tests {
         let d = CqDoorbell::arm_at(7, 1000, 64).unwrap();
         assert_eq!(d.to_raw(), (1u64 << 63) | ((1000u64 % 512) << 32) | 7);
         assert!(CqDoorbell::try_new(0, 0x8000_0000, false).is_err());
+    }
+
+    /// Found by the `doorbell` fuzz target: a CQ of 0 entries divided by
+    /// zero in `cq_arm_tail` instead of being refused.
+    #[test]
+    fn arm_at_empty_cq_refused() {
+        assert_eq!(
+            CqDoorbell::arm_at(7, 1000, 0),
+            Err(EncodeError::InvalidValue {
+                what: "gdma_doorbell_entry.cq",
+                field: "count",
+                value: 0,
+                expected: "a CQ of at least one entry",
+            })
+        );
+        assert_eq!(
+            CqDoorbell::arm_at(7, 9, 1).unwrap().tail_ptr(),
+            9 % 8,
+            "one entry: tail modulo 8"
+        );
     }
 
     #[test]

@@ -83,17 +83,25 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod control;
 mod cqe;
 mod doorbell;
+mod eqe;
 mod error;
+mod hwc;
+pub mod regs;
 mod rss;
+mod smc;
 mod tx;
 mod wqe;
 
 pub use cqe::*;
 pub use doorbell::*;
+pub use eqe::*;
 pub use error::{DecodeError, EncodeError};
+pub use hwc::*;
 pub use rss::*;
+pub use smc::*;
 pub use tx::*;
 pub use wqe::*;
 

@@ -58,7 +58,9 @@ def from_list(path):
 def main():
     prefix, out = sys.argv[1], sys.argv[2]
     entries = []
-    files = ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*"))
+    # NET_MANA_APT_ETC: another apt configuration directory (the tests' fixtures).
+    etc = os.environ.get("NET_MANA_APT_ETC", "/etc/apt")
+    files = [etc + "/sources.list"] + sorted(glob.glob(etc + "/sources.list.d/*"))
     for path in files:
         if not os.path.isfile(path):
             continue

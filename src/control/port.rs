@@ -3,6 +3,7 @@
 //! registrations, interrupts, reset state), lookup by port id, and removal.
 
 use crate::control::error::{Error, Result};
+use crate::control::mp::DoorbellShare;
 use crate::control::queues::QueueSet;
 use crate::control::rss::Rss;
 use crate::control::shared::Shared;
@@ -109,16 +110,6 @@ impl Ctrl {
     }
 }
 
-/// The uverbs fd whose first page is the current context's doorbell page,
-/// and how many contexts the port has had: a secondary keeps the mapping of
-/// the highest generation it was given, whichever message arrives last.
-#[derive(Clone, Copy, Debug)]
-pub struct DoorbellSource {
-    /// `cmd_fd` of the open context, or -1 while there is none.
-    pub fd: c_int,
-    pub generation: u64,
-}
-
 /// Process-local state of a port in the primary process.
 pub struct Port {
     pub eth_dev: *mut ffi::rte_eth_dev,
@@ -137,8 +128,8 @@ pub struct Port {
     /// The open device context, for the interrupt thread (null while none).
     /// Set only through [`Port::set_ctx`].
     pub ctx: AtomicPtr<ffi::ibv_context>,
-    /// What secondaries map their doorbell page from (see `mp`).
-    pub doorbell: Mutex<DoorbellSource>,
+    /// What secondaries map their doorbell page from.
+    pub doorbell: DoorbellShare,
     pub intr: crate::control::intr::Intr,
     /// Per-queue epoll fds standing in for the completion channels.
     pub rx_epfds: Mutex<Vec<c_int>>,
@@ -176,16 +167,11 @@ impl Port {
     /// source changes under its lock, so a secondary's request being
     /// answered finishes sending the old fd before the caller may close it.
     pub fn set_ctx(&self, ctx: *mut ffi::ibv_context) {
-        let mut src = self.doorbell.lock();
         self.ctx.store(ctx, Ordering::Release);
-        if ctx.is_null() {
-            src.fd = -1;
-        } else {
-            // SAFETY: a context the caller just opened and keeps open until
-            // it calls this again with null.
-            src.fd = unsafe { (*ctx).cmd_fd };
-            src.generation += 1;
-        }
+        // SAFETY: a non-null context is one the caller just opened and
+        // keeps open until it calls this again with null.
+        let fd = (!ctx.is_null()).then(|| unsafe { (*ctx).cmd_fd });
+        self.doorbell.set(fd);
     }
 
     /// The port's ethdev data (shared memory, written by ethdev and us).
@@ -323,10 +309,7 @@ pub fn create(
         ctrl: Mutex::new(Ctrl::new(device)),
         mr: Mutex::new(crate::control::mr::Registry::new()),
         ctx: AtomicPtr::new(std::ptr::null_mut()),
-        doorbell: Mutex::new(DoorbellSource {
-            fd: -1,
-            generation: 0,
-        }),
+        doorbell: DoorbellShare::new(),
         intr,
         rx_epfds: Mutex::new(Vec::new()),
         reset: crate::control::reset::Reset::new(),

@@ -490,6 +490,27 @@ pub fn drain_txq(q: &TxQueue, token: &mut ControlToken) {
     }
 }
 
+/// Before a reset tears the rings down (they still exist, the gates are
+/// closed): takes in what the device completed before it died. Sends whose
+/// completions are in the ring went out and count as sent; packets
+/// delivered that no burst has taken count as lost to the reset (each rx
+/// queue's `lost_to_reset`). Returns the packets lost.
+pub fn settle_before_teardown(ctrl: &mut Ctrl) -> u64 {
+    let Ctrl { rx, tx, token, .. } = ctrl;
+    for (_, q) in tx.iter() {
+        if let Some(st) = q.state_mut(token) {
+            q.reap(st);
+        }
+    }
+    let mut n = 0;
+    for (_, q) in rx.iter() {
+        if let Some(st) = q.state_mut(token) {
+            n += q.count_unpolled(st);
+        }
+    }
+    n
+}
+
 /// Frees every mbuf still posted or in flight and forgets the rings; the
 /// hardware queues must be gone (or dead) and the gates closed. Returns the
 /// sends discarded.

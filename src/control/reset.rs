@@ -15,8 +15,9 @@
 //!    (bounded, cancellable), reopen it for the same PCI address and MAC,
 //!    rebuild the queues from the configuration ethdev promises to keep,
 //!    reopen the gates, and emit `RECOVERY_SUCCESS` — or `RECOVERY_FAILED`
-//!    (plus `INTR_RMV` if the function was removed) — after every lock is
-//!    dropped. The port keeps its port id throughout.
+//!    (`INTR_RMV` instead when the function was removed and the application
+//!    asked for removal events) — after every lock is dropped. The port
+//!    keeps its port id throughout.
 //!
 //! Every lock is taken and released in one function; events are emitted only
 //! with no driver lock held, so callbacks may stop, close or remove the port
@@ -201,12 +202,20 @@ fn recover_once(port: &Arc<Port>) -> bool {
                 "{}: the PCI function was removed; close the port",
                 port.name
             );
-            // Read first: a callback may close the port, zeroing its data.
+            // One terminal event, as DPDK's own MANA driver sends: INTR_RMV
+            // to an application that asked for removal events, else
+            // RECOVERY_FAILED. netvsc 26.07 removes its VF on either; given
+            // both it schedules the removal twice, and the second one works
+            // on the released port and crashes the process.
             let rmv = port.data().dev_conf.intr_conf.rmv() != 0;
-            emit(port, ffi::RTE_ETH_EVENT_RECOVERY_FAILED);
-            if rmv {
-                emit(port, ffi::RTE_ETH_EVENT_INTR_RMV);
-            }
+            emit(
+                port,
+                if rmv {
+                    ffi::RTE_ETH_EVENT_INTR_RMV
+                } else {
+                    ffi::RTE_ETH_EVENT_RECOVERY_FAILED
+                },
+            );
         }
         Outcome::Cancelled => info!("{}: recovery cancelled by close", port.name),
     }
@@ -246,6 +255,15 @@ fn teardown(port: &Port) {
         // Closed already, unless a rebuild opened them before the device
         // reset again.
         queues::close_gates(&ctrl);
+        // What the device completed before it died, taken in before the
+        // rings go.
+        let unpolled = queues::settle_before_teardown(&mut ctrl);
+        if unpolled > 0 {
+            warn!(
+                "{}: {unpolled} received packets not yet polled were lost to the reset",
+                port.name
+            );
+        }
         (ctrl.running.take(), ctrl.dev.take())
     };
     crate::control::intr::disable_rx_vectors(port);

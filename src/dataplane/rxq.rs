@@ -32,6 +32,9 @@ pub struct RxStats {
     pub cqe_unexpected: Counter,
     pub cq_overflow: Counter,
     pub vlan_reinsert_failed: Counter,
+    /// Packets delivered to posted buffers but not yet polled when a device
+    /// reset tore the queue down.
+    pub lost_to_reset: Counter,
 }
 
 /// What a receive queue was set up with; fixed for its life.
@@ -228,6 +231,24 @@ impl RxQueue {
             return Err(-libc::ENOMEM);
         }
         Ok(())
+    }
+
+    /// Before a reset tears the rings down: counts the packets delivered but
+    /// not polled (the pending rest of a coalesced completion included) as
+    /// lost to the reset. Returns how many.
+    pub fn count_unpolled(&self, st: &mut RxState) -> u64 {
+        let pending = st.pending.map_or(0, |(cqe, k)| {
+            // SAFETY: a CQE of the ring, which still exists (the caller
+            // counts before the verbs objects are destroyed).
+            let oob = unsafe { &*cqe }.rx_oob();
+            oob.ppi[usize::from(k)..]
+                .iter()
+                .take_while(|p| p.pkt_len() != 0)
+                .count() as u32
+        });
+        let n = u64::from(st.cq.ready_count(st.posted()) + pending).min(u64::from(st.posted()));
+        self.stats.lost_to_reset.add(n);
+        n
     }
 
     /// After the hardware queue is gone: frees every posted buffer and

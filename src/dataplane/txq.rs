@@ -1077,6 +1077,7 @@ pub unsafe extern "C" fn tx_descriptor_status(q: *mut c_void, offset: u16) -> c_
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gdma::TxLongOob;
 
     #[test]
     fn tcp_checksum_offload_sets_the_transport_offset_and_flags() {

@@ -23,6 +23,7 @@ const RX: &[(&str, RxField)] = &[
     ("unexpected_completions", |q| &q.stats.cqe_unexpected),
     ("cq_overflows", |q| &q.stats.cq_overflow),
     ("vlan_reinsert_errors", |q| &q.stats.vlan_reinsert_failed),
+    ("lost_to_reset", |q| &q.stats.lost_to_reset),
 ];
 
 const TX: &[(&str, TxField)] = &[

@@ -219,19 +219,26 @@ pub struct CompQueue {
     pub head: u32,
 }
 
+#[repr(C, align(64))]
+struct EmptySlot([u8; gdma::CQE_SIZE]);
+static EMPTY_SLOT: EmptySlot = EmptySlot([0; gdma::CQE_SIZE]);
+
 /// A CQE whose owner bits are neither the previous nor the current lap:
 /// the device lapped the driver, or wrote garbage.
 #[derive(Debug)]
 pub struct Overflow;
 
 impl CompQueue {
+    /// A queue without a ring: one zeroed slot that stays empty (owner 0 is
+    /// the lap before the first), so polling a detached queue, as a reset
+    /// retried after a half-done rebuild does, finds nothing.
     pub const fn empty() -> CompQueue {
         CompQueue {
-            buf: ptr::null(),
+            buf: &EMPTY_SLOT as *const EmptySlot as *const Cqe,
             count: 1,
             shift: 0,
             id: 0,
-            head: 0,
+            head: gdma::cq_initial_index(1),
         }
     }
 
@@ -473,6 +480,15 @@ mod tests {
             assert_eq!(a, b, "head {head}");
             assert_eq!(pa as usize - a.as_ptr() as usize, pb as usize - b.as_ptr() as usize);
             assert_eq!((qa.head, qb.head), (head + 2, head + 2));
+        }
+    }
+
+    #[test]
+    fn a_detached_completion_queue_is_empty_forever() {
+        let mut cq = CompQueue::empty();
+        for _ in 0..3 {
+            assert!(matches!(cq.poll(), Ok(None)));
+            assert_eq!(cq.ready_count(8), 0);
         }
     }
 

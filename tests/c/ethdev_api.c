@@ -12,6 +12,12 @@
  *     (Toeplitz computed here) and queue (default table: hash % 4).
  *       RSS <group> CONFIGURE <ret> SENT <n> GOT <n> HASH_OK <n> QUEUE_OK <n>
  *
+ *   ethdev_api bad-input <EAL args...>
+ *     Calls that reach the driver with impossible values, each printed as
+ *       BAD <what> <ret>
+ *     then a configuration that works, and a round of traffic through it:
+ *       WORKS SENT <n> GOT <n>
+ *
  *   ethdev_api lpbk <EAL args...>
  *     Configures with lpbk_mode 1, then 0.
  *       LPBK1 <ret> LPBK0 <ret>
@@ -210,6 +216,126 @@ static void rss_group(uint16_t port, struct rte_mempool *pool, const char *name,
 	rte_eth_dev_stop(port);
 }
 
+static int conf_rx(uint16_t port, uint16_t nrx, uint32_t mq, int lsc)
+{
+	struct rte_eth_conf conf;
+
+	memset(&conf, 0, sizeof(conf));
+	conf.rxmode.mq_mode = mq;
+	conf.intr_conf.lsc = lsc;
+	return rte_eth_dev_configure(port, nrx, 1, &conf);
+}
+
+#define BAD(what, call) printf("BAD %s %d\n", what, (int)(call))
+
+/* Sends FLOWS frames to ourselves and receives them on 2 queues. */
+static void traffic(uint16_t port, struct rte_mempool *pool)
+{
+	struct rte_ether_addr me;
+	struct rte_mbuf *pkts[FLOWS];
+	unsigned int sent = 0, got = 0;
+	uint64_t deadline;
+	int i, q;
+
+	rte_eth_macaddr_get(port, &me);
+	if (rte_pktmbuf_alloc_bulk(pool, pkts, FLOWS) != 0)
+		exit(1);
+	for (i = 0; i < FLOWS; i++) {
+		uint8_t tuple[40];
+
+		build(pkts[i], &me, IPV4_TCP, i, 1, tuple);
+	}
+	sent = rte_eth_tx_burst(port, 0, pkts, FLOWS);
+	if (sent < FLOWS)
+		rte_pktmbuf_free_bulk(pkts + sent, FLOWS - sent);
+	deadline = rte_get_timer_cycles() + 5 * rte_get_timer_hz();
+	while (got < sent && rte_get_timer_cycles() < deadline) {
+		for (q = 0; q < 2; q++) {
+			struct rte_mbuf *rx[32];
+			uint16_t n = rte_eth_rx_burst(port, q, rx, 32);
+
+			got += n;
+			rte_pktmbuf_free_bulk(rx, n);
+		}
+	}
+	printf("WORKS SENT %u GOT %u\n", sent, got);
+}
+
+static void bad_input(uint16_t port, struct rte_mempool *pool)
+{
+	struct rte_mempool *small;
+	struct rte_eth_rss_conf rss;
+	struct rte_eth_rss_reta_entry64 reta[2];
+	struct rte_eth_xstat xs[1];
+	struct rte_eth_xstat_name xn[1];
+	struct rte_eth_dev_info info;
+	struct rte_ether_addr other = { .addr_bytes = { 0x02, 0, 0, 0, 0, 0x99 } };
+	uint8_t key[40] = { 0 };
+	char fw[4];
+	int i;
+
+	rte_eth_dev_info_get(port, &info);
+	small = rte_pktmbuf_pool_create("small", 1024, 0, 0, 1024 + RTE_PKTMBUF_HEADROOM, 0);
+	/* Configuration the device cannot take. */
+	BAD("configure-3-rxq", conf_rx(port, 3, RTE_ETH_MQ_RX_RSS, 0));
+	BAD("configure-128-rxq", conf_rx(port, 128, RTE_ETH_MQ_RX_RSS, 0));
+	BAD("configure-dcb", conf_rx(port, 2, RTE_ETH_MQ_RX_DCB, 0));
+	BAD("configure-lsc", conf_rx(port, 2, RTE_ETH_MQ_RX_RSS, 1));
+	/* A valid configuration, then bad queue setups. */
+	BAD("configure-2-rxq", conf_rx(port, 2, RTE_ETH_MQ_RX_RSS, 0));
+	BAD("rxq-id-out-of-range", rte_eth_rx_queue_setup(port, 5, 256, 0, NULL, pool));
+	BAD("rxq-null-mempool", rte_eth_rx_queue_setup(port, 0, 256, 0, NULL, NULL));
+	BAD("rxq-192-desc", rte_eth_rx_queue_setup(port, 0, 192, 0, NULL, pool));
+	BAD("rxq-too-many-desc", rte_eth_rx_queue_setup(port, 0, info.rx_desc_lim.nb_max * 2, 0, NULL, pool));
+	BAD("txq-192-desc", rte_eth_tx_queue_setup(port, 0, 192, 0, NULL));
+	BAD("txq-id-out-of-range", rte_eth_tx_queue_setup(port, 3, 256, 0, NULL));
+	BAD("start-without-queues", rte_eth_dev_start(port));
+	/* MTU out of range, or beyond what the receive buffers hold. */
+	BAD("mtu-67", rte_eth_dev_set_mtu(port, 67));
+	BAD("mtu-9001", rte_eth_dev_set_mtu(port, 9001));
+	BAD("mtu-900", rte_eth_dev_set_mtu(port, 900));
+	BAD("rxq-small-mbufs", rte_eth_rx_queue_setup(port, 0, 256, 0, NULL, small));
+	BAD("mtu-beyond-buffers", rte_eth_dev_set_mtu(port, 1500));
+	BAD("rxq-small-mbufs-at-mtu-1500", rte_eth_rx_queue_setup(port, 1, 256, 0, NULL, small));
+	BAD("mtu-1500-back", (rte_eth_rx_queue_setup(port, 0, 256, 0, NULL, pool),
+			      rte_eth_dev_set_mtu(port, 1500)));
+	rte_eth_tx_queue_setup(port, 0, 256, 0, NULL);
+	/* RSS: key length, hash types, redirection tables. */
+	memset(&rss, 0, sizeof(rss));
+	rss.rss_key = key;
+	rss.rss_key_len = 39;
+	rss.rss_hf = RTE_ETH_RSS_IP;
+	BAD("rss-key-39-bytes", rte_eth_dev_rss_hash_update(port, &rss));
+	rss.rss_key_len = 40;
+	rss.rss_hf = RTE_ETH_RSS_NONFRAG_IPV4_SCTP;
+	BAD("rss-sctp", rte_eth_dev_rss_hash_update(port, &rss));
+	memset(reta, 0, sizeof(reta));
+	reta[0].mask = reta[1].mask = ~0ULL;
+	BAD("reta-size-128", rte_eth_dev_rss_reta_update(port, reta, 128));
+	reta[0].reta[3] = 5;
+	BAD("reta-queue-5", rte_eth_dev_rss_reta_update(port, reta, 64));
+	reta[0].reta[3] = 0;
+	BAD("reta-not-periodic", rte_eth_dev_rss_reta_update(port, reta, 64));
+	/* Buffers too small: the count needed comes back, nothing overflows. */
+	BAD("xstats-1-entry", rte_eth_xstats_get(port, xs, 1) > 1);
+	BAD("xstats-names-1-entry", rte_eth_xstats_get_names(port, xn, 1) > 1);
+	BAD("fw-version-4-bytes", rte_eth_dev_fw_version_get(port, fw, sizeof(fw)) > 4);
+	/* What Azure does not offer. */
+	BAD("mac-other", rte_eth_dev_default_mac_addr_set(port, &other));
+	BAD("promiscuous", rte_eth_promiscuous_enable(port));
+	BAD("vlan-filter", rte_eth_dev_set_vlan_offload(port, RTE_ETH_VLAN_FILTER_OFFLOAD));
+	BAD("rx-intr-without-conf", rte_eth_dev_rx_intr_enable(port, 0));
+	BAD("rxq-start-out-of-range", rte_eth_dev_rx_queue_start(port, 7));
+	BAD("rxq-start-port-stopped", rte_eth_dev_rx_queue_start(port, 0));
+	/* After all that: a working port. */
+	for (i = 0; i < 2; i++)
+		rte_eth_rx_queue_setup(port, i, 256, 0, NULL, pool);
+	BAD("start", rte_eth_dev_start(port));
+	traffic(port, pool);
+	rte_eth_dev_stop(port);
+	rte_eth_dev_close(port);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -245,6 +371,8 @@ int main(int argc, char **argv)
 			  RTE_ETH_RSS_PROTO_MASK & info.flow_type_rss_offloads, IPV4_TCP, 1);
 		rss_group(port, pool, "ip-tcp", RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP, IPV6_NONE, 0);
 		rte_eth_dev_close(port);
+	} else if (strcmp(mode, "bad-input") == 0) {
+		bad_input(port, pool);
 	} else if (strcmp(mode, "lpbk") == 0) {
 		struct rte_eth_conf conf;
 

@@ -28,8 +28,12 @@ pub const DEFAULT_RSS_KEY: [u8; 40] = [
 ];
 
 /// Our plugin as `cargo test` builds it: next to the test, in `deps/`
-/// (the copy in `target/<profile>/` is refreshed only by `cargo build`).
+/// (the copy in `target/<profile>/` is refreshed only by `cargo build`);
+/// `NET_MANA_PMD` names another build of it (e.g. meson's).
 pub fn pmd() -> PathBuf {
+    if let Some(p) = std::env::var_os("NET_MANA_PMD") {
+        return PathBuf::from(p);
+    }
     let exe = std::env::current_exe().expect("current_exe");
     exe.with_file_name("librte_net_mana.so")
 }
@@ -377,47 +381,11 @@ pub fn xstat(x: &BTreeMap<String, u64>, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no xstat {name} in {x:?}"))
 }
 
-/// One mempool from `dump_mempool`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pool {
-    pub name: String,
-    pub size: u64,
-    /// Objects neither in the pool's ring nor in an lcore cache.
-    pub in_use: u64,
-}
-
-pub fn parse_mempools(o: &str) -> Vec<Pool> {
-    let mut out = Vec::new();
-    for block in o.split("mempool <").skip(1) {
-        let name = block.split('>').next().unwrap_or("").to_string();
-        let mut size: Option<u64> = None;
-        let mut cache = 0u64;
-        let mut common: Option<u64> = None;
-        for l in block.lines() {
-            let l = l.trim();
-            if let Some(v) = l.strip_prefix("size=") {
-                size = v.parse().ok();
-            } else if let Some(v) = l.strip_prefix("total_cache_count=") {
-                cache = v.parse().unwrap_or(0);
-            } else if let Some(v) = l.strip_prefix("common_pool_count=") {
-                common = v.parse().ok();
-                break;
-            }
-        }
-        if let (Some(size), Some(common)) = (size, common) {
-            out.push(Pool {
-                name,
-                size,
-                in_use: size - cache - common,
-            });
-        }
-    }
-    out
-}
-
 /// The mempools and their in-use counts (`dump_mempool`).
 pub fn mempools(t: &mut Testpmd) -> Vec<Pool> {
-    let o = cmd(t, "dump_mempool");
+    let o = t
+        .dump_mempool()
+        .unwrap_or_else(|e| panic!("testpmd command dump_mempool: {e}"));
     let p = parse_mempools(&o);
     assert!(!p.is_empty(), "no mempool in {o}");
     p

@@ -23,24 +23,14 @@ VERSION=$(dpkg-query -W -f='${Version}' libdpdk-dev)      # e.g. 22.11.11-0+deb1
 UPSTREAM=${VERSION%%-*}                                     # 22.11.11
 SRC=$CACHE/dpdk-stable-$UPSTREAM
 
-fetch_source() {
-    mkdir -p "$CACHE"
-    if ! grep -rqs '^deb-src .*bookworm' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null &&
-       ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ 2>/dev/null; then
-        echo "build-c-driver: adding a deb-src entry for bookworm" >&2
-        echo 'deb-src http://deb.debian.org/debian bookworm main' > /etc/apt/sources.list.d/net-mana-deb-src.list
-        echo 'deb-src http://deb.debian.org/debian bookworm-updates main' >> /etc/apt/sources.list.d/net-mana-deb-src.list
-        echo 'deb-src http://deb.debian.org/debian-security bookworm-security main' >> /etc/apt/sources.list.d/net-mana-deb-src.list
-        apt-get update -qq
-    fi
-    (cd "$CACHE" && apt-get source --download-only "dpdk=$VERSION")
-    local orig
-    orig=$(ls "$CACHE"/dpdk_"$UPSTREAM".orig.tar.* | head -1)
-    tar -C "$CACHE" -xf "$orig"
-    [ -d "$SRC" ] || { echo "build-c-driver: $SRC missing after unpack" >&2; exit 1; }
-}
-
-[ -f "$SRC/drivers/net/mana/mana.c" ] || fetch_source
+# scripts/setup.sh fetches exactly this source (through a private apt
+# configuration; /etc/apt is never written). For the releases built by
+# scripts/dpdk.sh, DPDK's own build of the driver is used instead
+# (NET_MANA_UPSTREAM_PMD, set by scripts/matrix.sh).
+if [ ! -f "$SRC/drivers/net/mana/mana.c" ]; then
+    echo "build-c-driver: the DPDK $UPSTREAM source is not at $SRC; run scripts/setup.sh" >&2
+    exit 1
+fi
 
 mkdir -p "$OUT_DIR"
 chmod 0755 "$OUT_DIR"
@@ -67,5 +57,7 @@ chmod 0644 "$SO"
 # The testpmd queue-state shim (see queue-state-shim.c).
 # shellcheck disable=SC2046
 cc -O2 -g -fPIC -shared -o "$OUT_DIR/libtestpmd_qstate_shim.so" "$(dirname "$0")/queue-state-shim.c" \
+    -DALLOW_INTERNAL_API -DALLOW_EXPERIMENTAL_API \
+    -I "$SRC/lib/ethdev" -I "$SRC/lib/eal/include" \
     $(pkg-config --cflags --libs libdpdk) -ldl -Wno-deprecated-declarations
 echo "$SO"

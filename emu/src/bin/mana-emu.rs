@@ -5,7 +5,7 @@
 //! mana-emu example-config                 print a commented configuration
 //! mana-emu counters [SOCKET-OPTS] [--mac M]
 //! mana-emu inject [SOCKET-OPTS] <fault> [fault options] [--after-ms N | --after-packets N | --at-create N | --at-rq-doorbell N]
-//!     reset --pci P [--down-ms N] [--new-name NAME] | hot-remove --pci P
+//!     reset --pci P [--down-ms N] [--new-name NAME] | hot-remove --pci P | hot-add --pci P
 //!     link-down --mac M | link-up --mac M | tx-pause --mac M | tx-resume --mac M
 //!     cqe-delay --ms N --count N | cqe-corrupt --count N | alloc-fail --count N
 //!     kernel-if --mac M up|down
@@ -106,6 +106,9 @@ fn fault(a: &mut Args) -> Result<(Fault, Trigger), String> {
             new_name: a.take_opt("--new-name"),
         },
         "hot-remove" => Fault::HotRemove {
+            pci: a.need("--pci")?,
+        },
+        "hot-add" => Fault::HotAdd {
             pci: a.need("--pci")?,
         },
         "link-down" => Fault::LinkDown {
@@ -270,6 +273,14 @@ ifname = "eth2"
 backend = { kind = "pair", peer = "00:0d:3a:00:00:01" }
 # other backends: { kind = "loopback" }, { kind = "sink" },
 #   { kind = "pcap", rx = "in.pcap", tx = "out.pcap" }, { kind = "af_packet", ifname = "veth0" }
+
+# A Hyper-V synthetic NIC on VMBus for DPDK's netvsc PMD (uncomment): the
+# MANA port with this MAC is its VF and shares its wire.
+# [[netvsc]]
+# mac = "00:0d:3a:00:00:01"
+# max_queues = 8            # channels offered
+# vf_add_delay_ms = 1500    # hot add: association this long after the PCI add
+# vf_revoke_on_remove = false
 "#;
 
 fn main() -> ExitCode {

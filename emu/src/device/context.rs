@@ -149,6 +149,7 @@ impl State {
                 if let Some(t) = old.trap {
                     t.detach(self.ring);
                 }
+                crate::fd::release_page(old.shm);
             }
         }
         self.closed_pages.push_back(ClosedPage {

@@ -25,7 +25,8 @@ pub struct PortCounters {
     pub rx_packets: u64,
     pub rx_bytes: u64,
     /// Drops by reason: no_rx_buffer, no_rx_queue, rx_truncated, bad_lkey,
-    /// out_of_mr, mtu, malformed_wqe, vport, link_down, reset, ...
+    /// out_of_mr, mtu, malformed_wqe, vport, link_down, reset,
+    /// backend_rx_overflow (the host socket of an AF_PACKET port), ...
     pub drops: BTreeMap<String, u64>,
 }
 
@@ -83,6 +84,9 @@ pub struct Counters {
     pub device: DeviceCounters,
     pub ports: Vec<PortReport>,
     pub queues: Vec<QueueReport>,
+    /// Synthetic NICs sharing the ports' wires (`crate::vmbus`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub netvsc: Vec<crate::vmbus::NetvscReport>,
 }
 
 impl Counters {
@@ -96,7 +100,8 @@ impl Counters {
 
 impl State {
     pub fn counters(&self) -> Counters {
-        let mut queues: Vec<QueueReport> = self.retired.clone();
+        let mut queues: Vec<QueueReport> = self.retired_folded.clone();
+        queues.extend(self.retired.iter().cloned());
         for w in self.wqs.values() {
             queues.push(QueueReport {
                 kind: if w.kind == WqKind::Sq { "sq" } else { "rq" }.into(),
@@ -135,6 +140,7 @@ impl State {
                 })
                 .collect(),
             queues,
+            netvsc: self.vswitch.reports(),
         }
     }
 }

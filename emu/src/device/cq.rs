@@ -86,7 +86,11 @@ impl State {
             return;
         }
         c.armed = false;
-        if let Some(ch) = c.channel.and_then(|ch| self.channels.get(&ch)) {
+        if let Some(eq) = c.eq {
+            // A hardware CQ: its device posts the EQE (see `hw`).
+            self.eq_events.push((eq, c.hw_id.unwrap_or(0)));
+            self.counters.cq_events += 1;
+        } else if let Some(ch) = c.channel.and_then(|ch| self.channels.get(&ch)) {
             write_fd(ch.w.as_raw_fd(), &(c.user as u64).to_le_bytes());
             self.counters.cq_events += 1;
         }

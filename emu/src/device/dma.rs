@@ -3,7 +3,9 @@
 //! gathered from and scattered to SGEs (already checked by
 //! [`State::mr_lookup`](super::State)), CQEs into a CQ's ring and the
 //! doorbell registers of memfd pages. The memory itself is reached through
-//! [`Region`], bounds-checked.
+//! [`Region`]s, bounds-checked: a queue's [`Ring`](crate::mem::Ring), and
+//! the regions an SGE translates to (one for a registered range, one per
+//! page for a DMA space).
 
 #![forbid(unsafe_code)]
 
@@ -49,24 +51,27 @@ pub(super) fn read_wqe(w: &Wq, max: u32) -> Result<ParsedWqe, (u32, u32)> {
     Ok((h, ob, sges))
 }
 
-/// Appends the bytes of one SGE, inside `mr` (checked by `mr_lookup`), to
-/// `frame`.
-pub(super) fn gather_sge(mr: &Region, sge: &wire::Sge, frame: &mut Vec<u8>) {
-    let start = frame.len();
-    frame.resize(start + sge.size as usize, 0);
-    mr.read(sge.address as usize - mr.addr(), &mut frame[start..]);
+/// Appends the bytes of one SGE (the regions `mr_lookup` translated it
+/// to, in order) to `frame`.
+pub(super) fn gather_sge(sge: &[Region], frame: &mut Vec<u8>) {
+    for r in sge {
+        let start = frame.len();
+        frame.resize(start + r.len(), 0);
+        r.read(0, &mut frame[start..]);
+    }
 }
 
-/// Writes `frame` across the SGEs of a receive WQE (each inside its MR,
-/// checked by `mr_lookup`), in order, until the frame or the SGEs run out.
-pub(super) fn scatter(sges: &[(Region, wire::Sge)], frame: &[u8]) {
+/// Writes `frame` across the SGEs of a receive WQE (each translated by
+/// `mr_lookup` to its regions), in order, until the frame or the SGEs run
+/// out.
+pub(super) fn scatter(sges: &[Vec<Region>], frame: &[u8]) {
     let mut off = 0;
-    for (mr, s) in sges {
+    for r in sges.iter().flatten() {
         if off >= frame.len() {
             break;
         }
-        let n = (s.size as usize).min(frame.len() - off);
-        mr.write(s.address as usize - mr.addr(), &frame[off..off + n]);
+        let n = r.len().min(frame.len() - off);
+        r.write(0, &frame[off..off + n]);
         off += n;
     }
 }

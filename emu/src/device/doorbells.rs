@@ -20,6 +20,12 @@ impl State {
             self.counters.discarded_doorbells += 1;
             return;
         }
+        self.queue_doorbell(ctx, offset, value);
+    }
+
+    /// A doorbell store for the queues owned by `ctx` (a context, or the
+    /// pseudo-context of a hardware doorbell page).
+    pub(super) fn queue_doorbell(&mut self, ctx: u32, offset: usize, value: u64) {
         self.counters.doorbells += 1;
         let id = (value & 0xff_ffff) as u32;
         match offset {

@@ -5,7 +5,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::{Res, State, EIO, ENODEV, ENOMEM};
+use super::{Res, State, EBUSY, EIO, ENODEV, ENOMEM};
 use crate::fd::write_fd;
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
@@ -26,6 +26,11 @@ pub enum Fault {
     },
     /// PCI hot remove: gone for good, sysfs directories deleted.
     HotRemove {
+        pci: String,
+    },
+    /// PCI hot add of a removed function: back with its configuration
+    /// (sysfs directories, IB device), a new generation.
+    HotAdd {
         pci: String,
     },
     LinkDown {
@@ -159,7 +164,7 @@ impl State {
 
     fn validate_fault(&self, f: &Fault) -> Res<()> {
         match f {
-            Fault::Reset { pci, .. } | Fault::HotRemove { pci } => {
+            Fault::Reset { pci, .. } | Fault::HotRemove { pci } | Fault::HotAdd { pci } => {
                 self.adapter_by_pci(pci).map(|_| ())
             }
             Fault::LinkDown { mac }
@@ -250,6 +255,30 @@ impl State {
                 ad.back_at = None;
                 crate::sysfs::remove_ib(&root, &ad.ib_name);
                 crate::sysfs::remove_pci(&root, &ad.pci);
+                let pci = ad.pci.clone();
+                self.vswitch.pci_event(&pci, crate::vmbus::VfEvent::Removed);
+                crate::uevent::pci_event("remove", &pci);
+            }
+            Fault::HotAdd { pci } => {
+                let a = self.adapter_by_pci(&pci)?;
+                if !self.adapters[a].removed {
+                    return Err(EBUSY);
+                }
+                let ad = &mut self.adapters[a];
+                ad.removed = false;
+                ad.present = true;
+                ad.generation += 1;
+                let acfg = &self.adapter_cfgs[ad.cfg_index];
+                let ups: Vec<bool> = ad
+                    .ports
+                    .iter()
+                    .map(|&p| self.ports[p].kernel_if_up)
+                    .collect();
+                let _ = crate::sysfs::ensure_pci(&self.opts.sysfs_root, acfg, &ups);
+                let _ = crate::sysfs::ensure_ib(&self.opts.sysfs_root, acfg, &ad.ib_name);
+                let pci = ad.pci.clone();
+                crate::uevent::pci_event("add", &pci);
+                self.vswitch.pci_event(&pci, crate::vmbus::VfEvent::Added);
             }
             Fault::LinkDown { mac } => {
                 let p = self.port_by_mac(&mac)?;

@@ -25,6 +25,7 @@
 //! | `ports` | the ports' wire side: backends, backlogs, capture, MTU |
 //! | `counters` | device, port and queue counters |
 //! | `faults` | injected faults, their triggers and timers |
+//! | `hw` | objects a PCI function's control path creates directly (queues on DMA rings, guest-physical memory keys, vPort steering, EQ events) |
 //! | `thread` | the [`Emulator`] handle and the device thread that runs [`State::step`] |
 
 #![deny(unsafe_code)] // forbidden in every child but `mr`
@@ -35,6 +36,7 @@ mod cq;
 mod dma;
 mod doorbells;
 mod faults;
+mod hw;
 mod mr;
 mod objects;
 mod ports;
@@ -48,6 +50,7 @@ pub use counters::{
     Counters, DeviceCounters, PortCounters, PortReport, QueueCounters, QueueReport,
 };
 pub use faults::{Fault, Trigger};
+pub use hw::{hw_ctx, is_hw_ctx, VportRx};
 pub use objects::{
     align_hw_size, cq_buffer_size, rq_buffer_size, sq_buffer_size, wqe_size, Adapter, HashConf,
     Port, RawQpInfo, WqKind,
@@ -105,6 +108,8 @@ pub struct State {
     channels: BTreeMap<u32, Channel>,
     pub counters: DeviceCounters,
     retired: Vec<QueueReport>,
+    /// Older retired reports summed per kind and port.
+    retired_folded: Vec<QueueReport>,
     faults: Vec<Scheduled>,
     alloc_fail: u32,
     /// Receive-queue doorbells accepted so far (for `Trigger::AtRqDoorbell`).
@@ -119,6 +124,11 @@ pub struct State {
     ring: &'static DbRing,
     wake_fd: RawFd,
     mtu_watch: MtuWatch,
+    /// Synthetic NICs sharing the ports' wires (`crate::vmbus`).
+    vswitch: crate::vmbus::Vswitch,
+    /// (EQ, CQ id) of completion events hardware CQs raised, for the
+    /// device that owns the EQs to post (see `hw`).
+    eq_events: Vec<(u32, u32)>,
 }
 
 impl Drop for State {
@@ -140,6 +150,27 @@ impl State {
     /// The device as configured (`cfg` normalized), before any context:
     /// ports with their backends open, MTUs read from their netdevs.
     fn new(cfg: &Config, ring: &'static DbRing, wake_fd: RawFd) -> io::Result<State> {
+        let netdev_dirs = cfg
+            .adapters
+            .iter()
+            .flat_map(|a| {
+                a.ports
+                    .iter()
+                    .enumerate()
+                    .map(|(pi, _)| crate::sysfs::netdev_dir(&cfg.options.sysfs_root, a, pi))
+            })
+            .collect();
+        Self::build(cfg, ring, wake_fd, netdev_dirs)
+    }
+
+    /// The device as configured; `netdev_dirs` are the ports' netdev
+    /// directories whose `mtu` files the ports follow.
+    fn build(
+        cfg: &Config,
+        ring: &'static DbRing,
+        wake_fd: RawFd,
+        netdev_dirs: Vec<std::path::PathBuf>,
+    ) -> io::Result<State> {
         let mut adapters = Vec::new();
         let mut ports = Vec::new();
         let mut macs = Vec::new();
@@ -185,12 +216,6 @@ impl State {
                 cfg_index: ai,
             });
         }
-        let netdev_dirs = ports
-            .iter()
-            .map(|p: &Port| {
-                crate::sysfs::netdev_dir(&cfg.options.sysfs_root, &cfg.adapters[p.adapter], p.index)
-            })
-            .collect();
         let mut st = State {
             mtu_watch: MtuWatch::new(netdev_dirs),
             opts: cfg.options.clone(),
@@ -211,6 +236,7 @@ impl State {
             channels: BTreeMap::new(),
             counters: DeviceCounters::default(),
             retired: Vec::new(),
+            retired_folded: Vec::new(),
             faults: Vec::new(),
             alloc_fail: 0,
             creates: 0,
@@ -222,10 +248,19 @@ impl State {
             closed_pages: VecDeque::new(),
             ring,
             wake_fd,
+            vswitch: crate::vmbus::Vswitch::default(),
+            eq_events: Vec::new(),
         };
+        let macs: Vec<[u8; 6]> = st.ports.iter().map(|p| p.mac).collect();
+        st.vswitch = crate::vmbus::Vswitch::new(cfg, &macs, wake_fd)?;
         // The ports start with what their netdev's file says.
         st.refresh_mtu(true);
         Ok(st)
+    }
+
+    /// The VMBus host of the synthetic NICs (`[[netvsc]]`), if any.
+    pub fn vmbus(&self) -> Option<std::sync::Arc<crate::vmbus::VmbusHost>> {
+        self.vswitch.host()
     }
 
     fn handle(&mut self) -> u32 {

@@ -4,17 +4,28 @@
 //!
 //! The one module of the device model with an `unsafe` block: registering
 //! is where a driver's address range becomes a [`Region`] the device may
-//! read and write.
+//! read and write. A memory key can also stand for a whole [`DmaSpace`]
+//! (a PCI function's guest-physical key, see `hw`): its SGEs are
+//! translated there, page by page.
 
 #![allow(unsafe_code)]
 
 use super::{Res, State, EINVAL, ENOMEM};
-use crate::mem::Region;
+use crate::mem::{DmaSpace, Region};
 use crate::wire::{self, vendor_err as ve};
+use std::sync::Arc;
 
 pub(super) struct Mr {
     pub(super) pd: u32,
-    pub(super) region: Region,
+    pub(super) mem: MrMem,
+}
+
+/// What a memory key covers.
+pub(super) enum MrMem {
+    /// A registered range of the driver's memory.
+    Region(Region),
+    /// Every mapped address of a space (guest-physical memory).
+    Space(Arc<dyn DmaSpace>),
 }
 
 impl State {
@@ -50,7 +61,13 @@ impl State {
         // closing its context. This method stays safe to keep its API; a
         // caller breaking the contract above is not caught here.
         let region = unsafe { Region::new(addr, len) };
-        self.mrs.insert(lkey, Mr { pd, region });
+        self.mrs.insert(
+            lkey,
+            Mr {
+                pd,
+                mem: MrMem::Region(region),
+            },
+        );
         Ok(lkey)
     }
 
@@ -58,14 +75,24 @@ impl State {
         self.mrs.remove(&lkey).map(|_| ()).ok_or(EINVAL)
     }
 
-    pub(super) fn mr_lookup(&self, base_pd: u32, sge: &wire::Sge) -> Result<Region, u32> {
+    /// The regions an SGE names, in order, after checking its key belongs
+    /// to the queue's PD and its range to the key's memory.
+    pub(super) fn mr_lookup(&self, base_pd: u32, sge: &wire::Sge) -> Result<Vec<Region>, u32> {
         let mr = self.mrs.get(&sge.mem_key).ok_or(ve::BAD_LKEY)?;
         if self.base_pd(mr.pd) != base_pd {
             return Err(ve::BAD_LKEY);
         }
-        if !mr.region.contains(sge.address, u64::from(sge.size)) {
-            return Err(ve::OUT_OF_MR);
+        match &mr.mem {
+            MrMem::Region(r) => {
+                if !r.contains(sge.address, u64::from(sge.size)) {
+                    return Err(ve::OUT_OF_MR);
+                }
+                let off = sge.address as usize - r.addr();
+                Ok(vec![r.sub(off, sge.size as usize).expect("contained")])
+            }
+            MrMem::Space(s) => s
+                .translate(sge.address, sge.size as usize)
+                .ok_or(ve::OUT_OF_MR),
         }
-        Ok(mr.region)
     }
 }

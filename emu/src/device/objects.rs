@@ -12,7 +12,7 @@ use super::{QueueCounters, QueueReport, Res, State, EBUSY, EINVAL};
 use crate::backend::Backend;
 use crate::config::RdmaCoreLimits;
 use crate::doorbell::PAGE;
-use crate::mem::Region;
+use crate::mem::{Region, Ring};
 use crate::wire;
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -66,7 +66,7 @@ pub(super) struct Wq {
     pub(super) kind: WqKind,
     pub(super) port: Option<usize>,
     pub(super) hw_id: Option<u32>,
-    pub(super) buf: Region,
+    pub(super) buf: Ring,
     pub(super) count: u32,
     pub(super) cq: u32,
     pub(super) dev_off: u32,
@@ -78,10 +78,13 @@ pub(super) struct Wq {
 pub(super) struct Cq {
     pub(super) ctx: u32,
     pub(super) hw_id: Option<u32>,
-    pub(super) buf: Region,
+    pub(super) buf: Ring,
     pub(super) count: u32,
     pub(super) prod: u64,
     pub(super) armed: bool,
+    /// The EQ a hardware CQ reports to (see `hw`); verbs CQs signal their
+    /// completion channel instead.
+    pub(super) eq: Option<u32>,
     pub(super) channel: Option<u32>,
     pub(super) user: usize,
     pub(super) bound: Option<u32>,
@@ -247,10 +250,11 @@ impl State {
             Cq {
                 ctx,
                 hw_id: None,
-                buf,
+                buf: Ring::flat(buf),
                 count: cqe,
                 prod: u64::from(cqe),
                 armed: false,
+                eq: None,
                 channel,
                 user,
                 bound: None,
@@ -263,17 +267,21 @@ impl State {
 
     pub fn destroy_cq(&mut self, cq: u32) -> Res<Region> {
         let c = self.cqs.get(&cq).ok_or(EINVAL)?;
+        if super::hw::is_hw_ctx(c.ctx) {
+            return Err(EINVAL);
+        }
         if let Some(w) = c.bound {
             if self.wqs.contains_key(&w) {
                 return Err(EBUSY);
             }
         }
-        Ok(self.retire_cq(cq).expect("present"))
+        let ring = self.retire_cq(cq).expect("present");
+        Ok(ring.as_flat().expect("verbs CQs are flat"))
     }
 
-    pub(super) fn retire_cq(&mut self, cq: u32) -> Option<Region> {
+    pub(super) fn retire_cq(&mut self, cq: u32) -> Option<Ring> {
         let c = self.cqs.remove(&cq)?;
-        self.retired.push(QueueReport {
+        self.retire(QueueReport {
             kind: "cq".into(),
             id: c.hw_id.unwrap_or(0),
             port: String::new(),
@@ -326,7 +334,7 @@ impl State {
                 kind: WqKind::Rq,
                 port,
                 hw_id: None,
-                buf,
+                buf: Ring::flat(buf),
                 count: max_wr,
                 cq,
                 dev_off: 0,
@@ -339,16 +347,18 @@ impl State {
     }
 
     pub fn destroy_wq(&mut self, wq: u32) -> Res<Region> {
-        if !self.wqs.contains_key(&wq) {
-            return Err(EINVAL);
+        match self.wqs.get(&wq) {
+            Some(w) if !super::hw::is_hw_ctx(w.ctx) => {}
+            _ => return Err(EINVAL),
         }
         if self.tables.values().any(|t| t.wqs.contains(&wq)) {
             return Err(EBUSY);
         }
-        Ok(self.retire_wq(wq).expect("present"))
+        let ring = self.retire_wq(wq).expect("present");
+        Ok(ring.as_flat().expect("verbs WQs are flat"))
     }
 
-    pub(super) fn retire_wq(&mut self, wq: u32) -> Option<Region> {
+    pub(super) fn retire_wq(&mut self, wq: u32) -> Option<Ring> {
         let w = self.wqs.remove(&wq)?;
         if let Some(c) = self.cqs.get_mut(&w.cq) {
             if c.bound == Some(wq) {
@@ -359,7 +369,7 @@ impl State {
             .port
             .map(|p| crate::config::format_mac(&self.ports[p].mac))
             .unwrap_or_default();
-        self.retired.push(QueueReport {
+        self.retire(QueueReport {
             kind: if w.kind == WqKind::Sq { "sq" } else { "rq" }.into(),
             id: w.hw_id.unwrap_or(0),
             port,
@@ -458,7 +468,7 @@ impl State {
                 kind: WqKind::Sq,
                 port: Some(port),
                 hw_id: Some(sq_id),
-                buf,
+                buf: Ring::flat(buf),
                 count: max_send_wr,
                 cq: send_cq,
                 dev_off: 0,
@@ -520,10 +530,9 @@ impl State {
             }
         }
         let qp = self.handle();
-        let mut tab = [0u32; 64];
-        for (i, e) in tab.iter_mut().enumerate() {
-            *e = wqs[i % wqs.len()];
-        }
+        let tab: Vec<u32> = (0..wire::INDIRECTION_TABLE_SIZE)
+            .map(|i| wqs[i % wqs.len()])
+            .collect();
         let mut key = [0u8; 40];
         key.copy_from_slice(&hash.key);
         self.ports[port].rss = Some(Rss {
@@ -549,7 +558,9 @@ impl State {
     pub fn destroy_qp(&mut self, qp: u32) -> Res<Option<Region>> {
         let q = self.qps.remove(&qp).ok_or(EINVAL)?;
         match q.kind {
-            QpKind::Raw { sq } => Ok(self.retire_wq(sq)),
+            QpKind::Raw { sq } => Ok(self
+                .retire_wq(sq)
+                .map(|r| r.as_flat().expect("verbs SQs are flat"))),
             QpKind::Rss { table, port } => {
                 if let Some(t) = self.tables.get(&table) {
                     for w in t.wqs.clone() {
@@ -570,13 +581,44 @@ impl State {
     pub fn cq_info(&self, cq: u32) -> Option<(Region, u32, u32)> {
         self.cqs
             .get(&cq)
-            .map(|c| (c.buf, c.count, c.hw_id.unwrap_or(0)))
+            .and_then(|c| Some((c.buf.as_flat()?, c.count, c.hw_id.unwrap_or(0))))
     }
 
     /// (buffer, count, hw id or 0) of a WQ / SQ.
     pub fn wq_info(&self, wq: u32) -> Option<(Region, u32, u32)> {
         self.wqs
             .get(&wq)
-            .map(|w| (w.buf, w.count, w.hw_id.unwrap_or(0)))
+            .and_then(|w| Some((w.buf.as_flat()?, w.count, w.hw_id.unwrap_or(0))))
+    }
+}
+
+/// Retired queue reports kept one by one; older ones are folded into one
+/// aggregate per kind and port (id 0) so a long soak keeps flat memory
+/// while sums over all queues stay exact.
+const RETIRED_KEPT: usize = 4096;
+
+impl State {
+    fn retire(&mut self, report: QueueReport) {
+        if self.retired.len() >= RETIRED_KEPT {
+            let old = self.retired.remove(0);
+            let c = &old.counters;
+            match self
+                .retired_folded
+                .iter_mut()
+                .find(|q| q.kind == old.kind && q.port == old.port)
+            {
+                Some(a) => {
+                    let t = &mut a.counters;
+                    t.packets += c.packets;
+                    t.bytes += c.bytes;
+                    t.wqes += c.wqes;
+                    t.cqes += c.cqes;
+                    t.errors += c.errors;
+                    t.doorbells += c.doorbells;
+                }
+                None => self.retired_folded.push(QueueReport { id: 0, ..old }),
+            }
+        }
+        self.retired.push(report);
     }
 }

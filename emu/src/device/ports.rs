@@ -51,6 +51,12 @@ impl State {
     }
 
     fn enqueue_rx(&mut self, port: usize, frame: Vec<u8>) {
+        // A synthetic NIC on this port's wire takes the frames its VF does not.
+        let vf_ready =
+            self.adapters[self.ports[port].adapter].present && self.ports[port].rss.is_some();
+        let Some(frame) = self.vswitch.divert(port, vf_ready, frame) else {
+            return;
+        };
         let p = &mut self.ports[port];
         if !p.link_up {
             p.counters.drop("link_down", 1);
@@ -94,6 +100,10 @@ impl State {
                             Some(n) => got.push(buf[..n].to_vec()),
                             None => break,
                         }
+                    }
+                    let lost = backend::af_packet_drops(fd);
+                    if lost > 0 {
+                        self.ports[i].counters.drop("backend_rx_overflow", lost);
                     }
                 }
                 // Fed once RX is configured, without outrunning a lossless

@@ -13,7 +13,8 @@ pub(super) struct Rss {
     pub(super) enabled: bool,
     pub(super) key: [u8; 40],
     pub(super) fields: u64,
-    pub(super) table: [u32; 64],
+    /// RQ handles; the hash indexes it modulo its length (a power of two).
+    pub(super) table: Vec<u32>,
     pub(super) default_rq: u32,
 }
 
@@ -30,7 +31,7 @@ impl State {
         }
         let (hash, htype) = rss_hash(rss, frame);
         let rq = if htype != 0 {
-            rss.table[(hash & 63) as usize]
+            rss.table[hash as usize & (rss.table.len() - 1)]
         } else {
             rss.default_rq
         };

@@ -90,7 +90,7 @@ impl State {
                     let mut regions = Vec::new();
                     for s in &sges {
                         match self.mr_lookup(base_pd, s) {
-                            Ok(reg) => regions.push((reg, *s)),
+                            Ok(reg) => regions.push(reg),
                             Err(code) => {
                                 r = Err((
                                     code,
@@ -112,7 +112,7 @@ impl State {
             w.counters.wqes += 1;
             match outcome {
                 Ok(regions) => {
-                    let cap: usize = regions.iter().map(|(_, s)| s.size as usize).sum();
+                    let cap: usize = regions.iter().flatten().map(|r| r.len()).sum();
                     dma::scatter(&regions, &frame);
                     if frame.len() > cap {
                         w.counters.errors += 1;

@@ -144,6 +144,10 @@ impl State {
         for (port, f) in out {
             self.deliver(port, f);
         }
+        for (port, f) in self.vswitch.take_to_wire() {
+            did = true;
+            self.deliver(port, f);
+        }
         did |= self.poll_backends();
         for p in 0..self.ports.len() {
             if !self.ports[p].backlog.is_empty() {

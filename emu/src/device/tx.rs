@@ -146,7 +146,7 @@ impl State {
         let mut frame = Vec::with_capacity(total as usize);
         for s in sges {
             match self.mr_lookup(base_pd, s) {
-                Ok(r) => dma::gather_sge(&r, s, &mut frame),
+                Ok(r) => dma::gather_sge(&r, &mut frame),
                 Err(code) => {
                     let reason = if code == ve::BAD_LKEY {
                         "bad_lkey"

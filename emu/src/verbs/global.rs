@@ -47,6 +47,7 @@ pub fn preload_init() {
         && std::env::var_os("MANA_EMU_NO_CTOR").is_none()
     {
         if let Ok(c) = Config::from_env() {
+            crate::vmbus::interpose::init(&c);
             if let Err(e) = crate::sysfs::create_all(&c) {
                 eprintln!(
                     "mana-emu: creating sysfs tree under {}: {e}",

@@ -1,0 +1,9 @@
+//! The guest harness: a busybox initramfs with the kernel's modules, QEMU
+//! (from the cached trixie chroot) with the device attached, and the
+//! serial control channel.
+
+pub mod console;
+pub mod initramfs;
+pub mod peer;
+pub mod scenarios;
+pub mod vm;

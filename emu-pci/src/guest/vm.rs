@@ -1,0 +1,300 @@
+//! One guest: QEMU from the cached trixie chroot (software emulation: this
+//! machine's /dev/kvm is PVM and cannot run stock kernels), the trixie cloud
+//! kernel, a busybox initramfs with the kernel's modules, the MANA function
+//! attached over vfio-user, the kernel console in a file and the control
+//! channel on the second serial port.
+//!
+//! Everything the guest needs lives in a run directory inside the chroot
+//! (QEMU sees `/tmp/<run>`, the host `<chroot>/tmp/<run>`), removed when the
+//! guest is dropped.
+
+use super::console::Console;
+use super::initramfs::Initramfs;
+use std::fs;
+use std::io;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where `scripts/guest-setup.sh` caches the guest's pieces.
+pub fn cache_dir() -> PathBuf {
+    let base = std::env::var_os("NET_MANA_CACHE").unwrap_or_else(|| "/var/cache/net-mana".into());
+    PathBuf::from(base).join("guest")
+}
+
+/// The cached pieces, checked.
+pub struct Pieces {
+    pub chroot: PathBuf,
+    pub kernel: PathBuf,
+    pub kernel_version: String,
+    /// Module files in load order (dependencies first).
+    pub modules: Vec<PathBuf>,
+    pub rootfs: PathBuf,
+}
+
+impl Pieces {
+    pub fn find() -> io::Result<Pieces> {
+        let g = cache_dir();
+        let missing = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{what} missing under {}: run scripts/guest-setup.sh (as root) to install the guest tier",
+                    g.display()
+                ),
+            )
+        };
+        let chroot = g.join("chroot");
+        if !chroot.join("usr/bin/qemu-system-x86_64").exists() {
+            return Err(missing("QEMU (chroot/usr/bin/qemu-system-x86_64)"));
+        }
+        let kernel = g.join("kernel/vmlinuz");
+        if !kernel.exists() {
+            return Err(missing("the kernel (kernel/vmlinuz)"));
+        }
+        let kernel_version = fs::read_to_string(g.join("kernel/version"))
+            .map_err(|_| missing("kernel/version"))?
+            .trim()
+            .to_string();
+        let order = fs::read_to_string(g.join("kernel/modules.order"))
+            .map_err(|_| missing("kernel/modules.order"))?;
+        let modules = order
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| g.join("kernel/modules").join(l))
+            .collect::<Vec<_>>();
+        if let Some(m) = modules.iter().find(|m| !m.exists()) {
+            return Err(missing(&m.display().to_string()));
+        }
+        let rootfs = g.join("rootfs");
+        if !rootfs.join("bin/busybox").exists() {
+            return Err(missing("rootfs/bin/busybox"));
+        }
+        Ok(Pieces {
+            chroot,
+            kernel,
+            kernel_version,
+            modules,
+            rootfs,
+        })
+    }
+
+    /// The initramfs: the base userspace, `/init`, and the modules under
+    /// `/modules` (decompressed, in `/modules/order`).
+    pub fn initramfs(&self) -> io::Result<Vec<u8>> {
+        let mut i = Initramfs::new();
+        i.tree(&self.rootfs)?;
+        i.file("init", 0o755, include_bytes!("../../guest/init"));
+        let mut order = String::new();
+        for m in &self.modules {
+            let name = m.file_name().unwrap().to_string_lossy().into_owned();
+            i.file(&format!("modules/{name}"), 0o644, &fs::read(m)?);
+            order.push_str(&name);
+            order.push('\n');
+        }
+        i.file("modules/order", 0o644, order.as_bytes());
+        Ok(i.finish())
+    }
+}
+
+/// How to start a guest.
+#[derive(Clone, Debug)]
+pub struct VmOptions {
+    pub cpus: u32,
+    pub memory_mb: u32,
+    /// Attach the MANA function served on this socket (a path inside the
+    /// run directory, see [`Vm::path`]).
+    pub vfio_socket: Option<String>,
+    pub boot_timeout: Duration,
+}
+
+impl Default for VmOptions {
+    fn default() -> Self {
+        VmOptions {
+            cpus: 2,
+            memory_mb: 512,
+            vfio_socket: None,
+            boot_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A run directory inside the chroot, removed on drop.
+pub struct RunDir {
+    /// As the host sees it.
+    pub host: PathBuf,
+    /// As QEMU (in the chroot) sees it.
+    pub guest: String,
+}
+
+impl RunDir {
+    pub fn new(p: &Pieces) -> io::Result<RunDir> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("net-mana-guest-{}-{n}", std::process::id());
+        let tmp = p.chroot.join("tmp");
+        // Run directories of runs that were killed before they cleaned up.
+        for e in fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let f = e.file_name().to_string_lossy().into_owned();
+            let pid = f
+                .strip_prefix("net-mana-guest-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        }
+        let host = tmp.join(&name);
+        let _ = fs::remove_dir_all(&host);
+        fs::create_dir_all(&host)?;
+        Ok(RunDir {
+            host,
+            guest: format!("/tmp/{name}"),
+        })
+    }
+    /// `name` as the host sees it.
+    pub fn host_path(&self, name: &str) -> PathBuf {
+        self.host.join(name)
+    }
+    /// `name` as QEMU sees it.
+    pub fn guest_path(&self, name: &str) -> String {
+        format!("{}/{name}", self.guest)
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.host);
+    }
+}
+
+/// A running guest.
+pub struct Vm {
+    child: Child,
+    pub console: Console,
+    pub kernel_log: PathBuf,
+    pub qemu_log: PathBuf,
+    /// `uname -r` and the CPU count the guest reported when it came up.
+    pub banner: String,
+    pub boot_time: Duration,
+}
+
+impl Vm {
+    /// Boots a guest in `run` and waits for its control channel.
+    pub fn boot(p: &Pieces, run: &RunDir, opts: &VmOptions) -> io::Result<Vm> {
+        let t0 = Instant::now();
+        fs::write(run.host_path("initramfs.cpio"), p.initramfs()?)?;
+        fs::copy(&p.kernel, run.host_path("vmlinuz"))?;
+        let ctl_host = run.host_path("ctl.sock");
+        let listener = UnixListener::bind(&ctl_host)?;
+        let kernel_log = run.host_path("console.log");
+        let qemu_log = run.host_path("qemu.log");
+        let mem = format!("{}M", opts.memory_mb);
+        let mut args: Vec<String> = vec![
+            p.chroot.display().to_string(),
+            "qemu-system-x86_64".into(),
+            "-machine".into(),
+            "q35,memory-backend=mem".into(),
+            "-accel".into(),
+            "tcg".into(),
+            "-cpu".into(),
+            "max".into(),
+            "-smp".into(),
+            opts.cpus.to_string(),
+            "-m".into(),
+            mem.clone(),
+            "-object".into(),
+            format!("memory-backend-memfd,id=mem,size={mem},share=on"),
+            "-nodefaults".into(),
+            "-no-user-config".into(),
+            "-display".into(),
+            "none".into(),
+            "-no-reboot".into(),
+            "-kernel".into(),
+            run.guest_path("vmlinuz"),
+            "-initrd".into(),
+            run.guest_path("initramfs.cpio"),
+            "-append".into(),
+            "console=ttyS0 panic=-1 ipv6.disable=1 mitigations=off tsc=reliable no_timer_check"
+                .into(),
+            "-serial".into(),
+            format!("file:{}", run.guest_path("console.log")),
+            "-chardev".into(),
+            format!("socket,id=ctl,path={}", run.guest_path("ctl.sock")),
+            "-serial".into(),
+            "chardev:ctl".into(),
+        ];
+        if let Some(s) = &opts.vfio_socket {
+            args.push("-device".into());
+            args.push(format!(
+                r#"{{"driver":"vfio-user-pci","socket":{{"path":"{s}","type":"unix"}}}}"#
+            ));
+        }
+        let child = Command::new("chroot")
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&qemu_log)?)
+            .stderr(fs::File::create(&qemu_log)?.try_clone()?)
+            .spawn()?;
+        let mut vm = Vm {
+            child,
+            console: Console::accept(&listener, opts.boot_timeout)?,
+            kernel_log,
+            qemu_log,
+            banner: String::new(),
+            boot_time: Duration::ZERO,
+        };
+        let left = opts.boot_timeout.saturating_sub(t0.elapsed());
+        match vm.console.wait_ready(left) {
+            Ok(b) => vm.banner = b,
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{e}\n--- QEMU ---\n{}\n--- kernel ---\n{}",
+                        vm.qemu_output(),
+                        vm.kernel_output()
+                    ),
+                ))
+            }
+        }
+        vm.boot_time = t0.elapsed();
+        Ok(vm)
+    }
+
+    /// The kernel console so far.
+    pub fn kernel_output(&self) -> String {
+        fs::read_to_string(&self.kernel_log).unwrap_or_default()
+    }
+
+    pub fn qemu_output(&self) -> String {
+        fs::read_to_string(&self.qemu_log).unwrap_or_default()
+    }
+
+    /// Whether QEMU is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Powers the guest off (asking first, then killing QEMU).
+    pub fn shutdown(&mut self) {
+        if self.running() {
+            let _ = self.console.send_only("poweroff -f");
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(10) && self.running() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        if self.running() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,5 @@
+//! libFuzzer entry of the `wqe_write` target: the check is
+//! `fuzz_checks::wqe::check_write` (see fuzz/checks and doc/fuzzing.md).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz_checks::wqe::check_write(data));

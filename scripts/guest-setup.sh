@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Installs the guest tier's pieces under /var/cache/net-mana/guest (run as
+# root; called by scripts/setup.sh). Idempotent: a piece already in the cache
+# is kept, and a run with everything cached only checks stamps.
+#
+#   chroot/   Debian trixie (debootstrap --variant=minbase) with trixie-backports'
+#             qemu-system-x86 (QEMU >= 10.1 has the vfio-user client; its
+#             binaries need trixie's glibc, hence the chroot) and busybox-static.
+#   kernel/   trixie's cloud kernel (linux-image-6.12.*-cloud-amd64): vmlinuz,
+#             its config, and the modules the guest loads, decompressed
+#             (busybox insmod cannot read .ko.xz).
+#   rootfs/   the guest's userspace before the project adds its init:
+#             busybox-static and a few dynamically linked tools from the chroot
+#             (ethtool) with their libraries.
+#
+# Packages come from the Debian archive this machine's apt sources name
+# (scripts/lib/debian_archive.py), through the chroot's own apt
+# configuration; the host's /etc/apt is never touched.
+set -euo pipefail
+
+CACHE=${NET_MANA_CACHE:-/var/cache/net-mana}
+G="$CACHE/guest"
+ROOT="$G/chroot"
+HERE=$(cd "$(dirname "$0")" && pwd)
+SUITE=trixie
+# The guest's kernel modules: mana and what it needs, plus the RDMA stack for
+# mana_ib (issue 14). Their dependencies are added from modules.dep.
+MODULES=(mana mana_ib ib_uverbs)
+# Tools copied into the guest with their shared libraries (from the chroot).
+TOOLS=(/usr/sbin/ethtool)
+CHROOT_PKGS=(busybox-static ethtool xz-utils kmod)
+
+log() { echo "guest-setup: $*"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "guest-setup.sh: run as root (debootstrap and chroot need it)" >&2
+    exit 1
+fi
+mkdir -p "$G"
+
+# --- 1. the trixie chroot with QEMU -----------------------------------------
+chroot_stamp="$ROOT/.net-mana-chroot"
+want_stamp="v1 ${CHROOT_PKGS[*]} qemu-system-x86/$SUITE-backports"
+if [ ! -f "$chroot_stamp" ] || [ "$(cat "$chroot_stamp")" != "$want_stamp" ]; then
+    command -v debootstrap >/dev/null || {
+        log "installing debootstrap (host)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    }
+    mapfile -t archive < <(/usr/bin/python3 "$HERE/lib/debian_archive.py" "$(. /etc/os-release; echo "${VERSION_CODENAME:-bookworm}")")
+    main_uri="" sec_uri=""
+    for line in "${archive[@]}"; do
+        case "$line" in
+            main\ *) main_uri=${line#main } ;;
+            security\ *) sec_uri=${line#security } ;;
+        esac
+    done
+    [ -n "$main_uri" ] || { echo "guest-setup.sh: no Debian archive in this machine's apt sources" >&2; exit 1; }
+    if [ ! -x "$ROOT/usr/bin/apt-get" ]; then
+        log "debootstrap --variant=minbase $SUITE from $main_uri into $ROOT (~2 min)"
+        rm -rf "$ROOT"
+        debootstrap --variant=minbase --include=debian-archive-keyring,ca-certificates \
+            "$SUITE" "$ROOT" "$main_uri" >"$G/debootstrap.log" 2>&1 || {
+            tail -20 "$G/debootstrap.log" >&2
+            exit 1
+        }
+    fi
+    # The chroot's own apt sources: the same archive, trixie + backports.
+    rm -f "$ROOT/etc/apt/sources.list"
+    {
+        printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates %s-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+            "$main_uri" "$SUITE" "$SUITE" "$SUITE"
+        if [ -n "$sec_uri" ]; then
+            printf '\nTypes: deb\nURIs: %s\nSuites: %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+                "$sec_uri" "$SUITE"
+        fi
+    } >"$ROOT/etc/apt/sources.list.d/debian.sources"
+    log "installing in the chroot: qemu-system-x86 ($SUITE-backports) ${CHROOT_PKGS[*]}"
+    chroot "$ROOT" apt-get -qq update
+    DEBIAN_FRONTEND=noninteractive chroot "$ROOT" apt-get install -y -qq --no-install-recommends \
+        -t "$SUITE-backports" qemu-system-x86 "${CHROOT_PKGS[@]}" >"$G/apt-install.log" 2>&1 || {
+        tail -20 "$G/apt-install.log" >&2
+        exit 1
+    }
+    chroot "$ROOT" apt-get -qq clean
+    echo "$want_stamp" >"$chroot_stamp"
+fi
+qemu_ver=$(chroot "$ROOT" dpkg-query -W -f='${Version}' qemu-system-x86)
+
+# --- 2. the cloud kernel ----------------------------------------------------
+kernel_stamp="$G/kernel/.net-mana-kernel"
+want_kstamp="v1 ${MODULES[*]}"
+if [ ! -f "$kernel_stamp" ] || [ "$(cat "$kernel_stamp")" != "$want_kstamp" ]; then
+    chroot "$ROOT" apt-get -qq update
+    # The version the metapackage points at (e.g. linux-image-6.12.48+deb13-cloud-amd64).
+    pkg=$(chroot "$ROOT" apt-cache depends linux-image-cloud-amd64 |
+        sed -n 's/^ *Depends: \(linux-image-6\.12\.[^ ]*-cloud-amd64\(-unsigned\)\?\)$/\1/p' | head -1)
+    [ -n "$pkg" ] || { echo "guest-setup.sh: no linux-image-6.12.*-cloud-amd64 in $SUITE" >&2; exit 1; }
+    log "downloading $pkg"
+    rm -rf "$G/kernel" "$ROOT/tmp/kernel-deb"
+    mkdir -p "$ROOT/tmp/kernel-deb" "$G/kernel"
+    chroot "$ROOT" sh -c "cd /tmp/kernel-deb && apt-get -qq -o APT::Sandbox::User=root download $pkg"
+    deb=$(ls "$ROOT"/tmp/kernel-deb/*.deb)
+    # Extracted inside the chroot, whose kmod reads the modules' .modinfo.
+    x="$ROOT/tmp/kernel-x"
+    rm -rf "$x"
+    dpkg-deb -x "$deb" "$x"
+    # trixie ships modules under /usr/lib (merged /usr).
+    mods="$x/usr/lib/modules"
+    [ -d "$mods" ] || mods="$x/lib/modules"
+    kver=$(ls "$mods")
+    cp "$x/boot/vmlinuz-$kver" "$G/kernel/vmlinuz"
+    cp "$x/boot/config-$kver" "$G/kernel/config"
+    # The listed modules and everything they depend on (modinfo's `depends`;
+    # the package has no modules.dep, depmod runs at install time),
+    # decompressed, in load order: dependencies first.
+    moddir="$mods/$kver"
+    declare -A path_of=()
+    while IFS= read -r f; do
+        n=${f##*/}; n=${n%.xz}; n=${n%.zst}; n=${n%.ko}; n=${n//-/_}
+        path_of[$n]=$f
+    done < <(find "$moddir" -name '*.ko*')
+    order=()
+    declare -A seen=()
+    visit() {
+        local m=$1 f d deps
+        [ -n "${seen[$m]:-}" ] && return
+        seen[$m]=1
+        f=${path_of[$m]:-}
+        [ -n "$f" ] || { echo "guest-setup.sh: module $m not in $kver" >&2; exit 1; }
+        deps=$(chroot "$ROOT" modinfo -F depends "${f#"$ROOT"}") || { echo "guest-setup.sh: modinfo $f failed" >&2; exit 1; }
+        for d in ${deps//,/ }; do visit "${d//-/_}"; done
+        order+=("$m")
+    }
+    for m in "${MODULES[@]}"; do visit "$m"; done
+    mkdir -p "$G/kernel/modules"
+    : >"$G/kernel/modules.order"
+    for m in "${order[@]}"; do
+        f=${path_of[$m]}
+        n=${f##*/}
+        case "$n" in
+            *.xz) xz -dc "$f" >"$G/kernel/modules/${n%.xz}" ;;
+            *.zst) zstd -qdc "$f" >"$G/kernel/modules/${n%.zst}" ;;
+            *) cp "$f" "$G/kernel/modules/$n" ;;
+        esac
+        n=${n%.xz}; n=${n%.zst}
+        echo "$n" >>"$G/kernel/modules.order"
+    done
+    echo "$kver" >"$G/kernel/version"
+    rm -rf "$x" "$ROOT/tmp/kernel-deb"
+    echo "$want_kstamp" >"$kernel_stamp"
+fi
+kver=$(cat "$G/kernel/version")
+
+# --- 3. the guest's base userspace ------------------------------------------
+rootfs_stamp="$G/rootfs/.net-mana-rootfs"
+want_rstamp="v1 ${TOOLS[*]} $(cat "$chroot_stamp")"
+if [ ! -f "$rootfs_stamp" ] || [ "$(cat "$rootfs_stamp")" != "$want_rstamp" ]; then
+    log "assembling the guest's base userspace in $G/rootfs"
+    rm -rf "$G/rootfs"
+    mkdir -p "$G/rootfs/bin"
+    cp "$ROOT/usr/bin/busybox" "$G/rootfs/bin/busybox"
+    for t in "${TOOLS[@]}"; do
+        mkdir -p "$G/rootfs$(dirname "$t")"
+        cp "$ROOT$t" "$G/rootfs$t"
+        # The tool's libraries and the dynamic loader, resolved in the chroot.
+        for lib in $(chroot "$ROOT" ldd "$t" | grep -o '/[^ ]*'); do
+            real=$(chroot "$ROOT" readlink -f "$lib")
+            mkdir -p "$G/rootfs$(dirname "$lib")"
+            cp "$ROOT$real" "$G/rootfs$lib"
+        done
+    done
+    echo "$want_rstamp" >"$rootfs_stamp"
+fi
+
+log "ready: QEMU $qemu_ver, kernel $kver, $(wc -l <"$G/kernel/modules.order") modules, in $G"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The guest tier alone: boots Debian trixie's 6.12 cloud kernel under QEMU
+# (software emulation) with our MANA PCI function attached over vfio-user,
+# and runs the real `mana` driver against it. One line per scenario:
+#   <scenario>: ok
+#   <scenario>: FAILED <reason>   (then the guest's kernel log and the device log)
+# Exit status 1 if any scenario failed.
+#
+#   scripts/guest.sh [-v] [--cpus N] [SCENARIO...]
+#
+# Needs root (QEMU runs in the cached chroot, the host peer in a network
+# namespace) and the pieces scripts/guest-setup.sh caches (scripts/setup.sh
+# runs it). MANA_GUEST_BIN names a prebuilt mana-guest (the cargo test uses
+# its own); otherwise it is built here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "guest.sh: run as root (chroot, network namespaces)" >&2
+    exit 2
+fi
+bin=${MANA_GUEST_BIN:-}
+if [ -z "$bin" ]; then
+    cargo build -q --locked -p mana-pci --bin mana-guest
+    bin=target/debug/mana-guest
+fi
+exec "$bin" "$@"
