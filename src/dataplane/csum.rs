@@ -104,7 +104,11 @@ mod tests {
             if i % 13 == 0 {
                 ip[12..20].fill(0xff); // carries all the way
             }
-            assert_eq!(ipv4_pseudo_bytes(&ip), ipv4_pseudo(&ip).to_be_bytes(), "{ip:x?}");
+            assert_eq!(
+                ipv4_pseudo_bytes(&ip),
+                ipv4_pseudo(&ip).to_be_bytes(),
+                "{ip:x?}"
+            );
         }
     }
 

@@ -111,7 +111,10 @@ impl MbufRing {
         self.tail = self.tail.wrapping_add(n);
         // SAFETY: `at` is a slot index (masked), and `at + first` is at most
         // the slot count; the second run starts at slot 0.
-        [(unsafe { self.slots.add(at) }, first), (self.slots, n - first)]
+        [
+            (unsafe { self.slots.add(at) }, first),
+            (self.slots, n - first),
+        ]
     }
 }
 

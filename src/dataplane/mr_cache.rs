@@ -223,19 +223,45 @@ mod tests {
     #[test]
     fn a_fixed_length_check_agrees_with_covers() {
         let regions = [
-            Region { start: 0x1000, end: 0x3000, lkey: 7 },
-            Region { start: 0x1000, end: 0x1040, lkey: 7 },
-            Region { start: 0x1000, end: 0x103f, lkey: 7 },
-            Region { start: usize::MAX - 0x100, end: usize::MAX, lkey: 7 },
+            Region {
+                start: 0x1000,
+                end: 0x3000,
+                lkey: 7,
+            },
+            Region {
+                start: 0x1000,
+                end: 0x1040,
+                lkey: 7,
+            },
+            Region {
+                start: 0x1000,
+                end: 0x103f,
+                lkey: 7,
+            },
+            Region {
+                start: usize::MAX - 0x100,
+                end: usize::MAX,
+                lkey: 7,
+            },
             Region::NONE,
         ];
         for r in regions {
             for len in [1usize, 64, 0x2000] {
                 let f = r.fixed_len(len);
                 let probes = [
-                    0, 0xfff, 0x1000, 0x1001, 0x2fc0, 0x2fc1, 0x3000, r.start, r.end,
-                    r.end.wrapping_sub(len), r.end.wrapping_sub(len).wrapping_add(1),
-                    usize::MAX - 1, usize::MAX,
+                    0,
+                    0xfff,
+                    0x1000,
+                    0x1001,
+                    0x2fc0,
+                    0x2fc1,
+                    0x3000,
+                    r.start,
+                    r.end,
+                    r.end.wrapping_sub(len),
+                    r.end.wrapping_sub(len).wrapping_add(1),
+                    usize::MAX - 1,
+                    usize::MAX,
                 ];
                 for addr in probes {
                     if addr == usize::MAX {
@@ -250,25 +276,53 @@ mod tests {
     #[test]
     fn bounds_agree_with_covers() {
         let regions = [
-            Region { start: 0x1000, end: 0x3000, lkey: 7 },
-            Region { start: 0x1000, end: 0x1001, lkey: 7 },
-            Region { start: usize::MAX - 0x100, end: usize::MAX, lkey: 7 },
-            Region { start: 0, end: usize::MAX, lkey: 7 },
+            Region {
+                start: 0x1000,
+                end: 0x3000,
+                lkey: 7,
+            },
+            Region {
+                start: 0x1000,
+                end: 0x1001,
+                lkey: 7,
+            },
+            Region {
+                start: usize::MAX - 0x100,
+                end: usize::MAX,
+                lkey: 7,
+            },
+            Region {
+                start: 0,
+                end: usize::MAX,
+                lkey: 7,
+            },
             Region::NONE,
         ];
         for r in regions {
             let b = r.bounds();
             for len in [0usize, 1, 64, 0x1fff, 0x2000, 0x2001, usize::MAX] {
                 let probes = [
-                    0, 0xfff, 0x1000, 0x1001, 0x2fff, 0x3000, r.start, r.end,
-                    r.end.wrapping_sub(len), r.end.wrapping_sub(len).wrapping_add(1),
+                    0,
+                    0xfff,
+                    0x1000,
+                    0x1001,
+                    0x2fff,
+                    0x3000,
+                    r.start,
+                    r.end,
+                    r.end.wrapping_sub(len),
+                    r.end.wrapping_sub(len).wrapping_add(1),
                     usize::MAX - 1,
                 ];
                 for addr in probes {
                     if addr == usize::MAX && len == 0 {
                         continue; // the one point Region::NONE's bounds hold
                     }
-                    assert_eq!(b.covers(addr, len), r.covers(addr, len), "{r:?} {addr:#x}+{len}");
+                    assert_eq!(
+                        b.covers(addr, len),
+                        r.covers(addr, len),
+                        "{r:?} {addr:#x}+{len}"
+                    );
                 }
             }
         }

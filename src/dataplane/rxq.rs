@@ -6,12 +6,12 @@ use super::gate::{Gate, Pass};
 use super::mbuf_ring::MbufRing;
 use super::mr_cache;
 use super::queue::{alloc_queue_mem, free_queue_mem, ControlToken, DataQueue};
+use super::rx_flags;
 use super::stats::Counter;
 use crate::ffi::consts;
 use crate::ffi::{self, mbuf, rte_mbuf};
 use crate::hw::doorbell::{self, Doorbell};
 use crate::hw::ring::{CompQueue, WorkQueue};
-use super::rx_flags;
 use gdma::{Cqe, CqeType, Sge, WqeHeader};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
@@ -119,10 +119,7 @@ impl RxQueue {
                         deficit: 0,
                         pending: None,
                         mr: mr_cache::Cache::new(),
-                        rearm: mbuf::rearm_word(
-                            ffi::RTE_PKTMBUF_HEADROOM as u16,
-                            conf.port_id,
-                        ),
+                        rearm: mbuf::rearm_word(ffi::RTE_PKTMBUF_HEADROOM as u16, conf.port_id),
                     }),
                     stats: RxStats::default(),
                     offloads: AtomicU64::new(offloads),
@@ -381,7 +378,6 @@ impl RxQueue {
         }
         (got, bytes, None)
     }
-
 }
 
 /// A burst's view: the state it owns and the queue's shared parts.

@@ -139,11 +139,7 @@ unsafe fn prepare_one(offloads: u64, m: *mut rte_mbuf) -> Result<(), c_int> {
     };
     let l2 = (tx_offload & 0x7f) as usize;
     let l3 = ((tx_offload >> 7) & 0x1ff) as usize;
-    let (l4_hdr, csum_at) = if kind == TCP4 {
-        (20, 16)
-    } else {
-        (8, 6)
-    };
+    let (l4_hdr, csum_at) = if kind == TCP4 { (20, 16) } else { (8, 6) };
     // The headers must sit in the first segment for the device to parse
     // them, and an IPv4 header holds at least 20 bytes.
     if l2 == 0 || l3 < 20 || l2 + l3 + l4_hdr > data_len {
@@ -217,7 +213,13 @@ unsafe fn prepare_general(offloads: u64, m: *mut rte_mbuf) -> Result<(), c_int> 
     };
     // The headers must sit in the first segment for the device to parse them.
     // An IP header shorter than its fixed part cannot be what the flags say.
-    let l3_min = if ipv4 { 20 } else if ipv6 { 40 } else { 1 };
+    let l3_min = if ipv4 {
+        20
+    } else if ipv6 {
+        40
+    } else {
+        1
+    };
     if l2 == 0 || l3 < l3_min || l2 + l3 + l4_hdr > data_len || (l4 != 0 && !(ipv4 || ipv6)) {
         return Err(libc::EINVAL);
     }
@@ -301,7 +303,8 @@ mod tests {
             for l3 in [1, 5, 19] {
                 frame(&mut buf, &mut m, ol, 14, l3);
                 // SAFETY: a valid mbuf over `buf`.
-                assert_eq!(unsafe { prepare_one(0, &mut m) }, Err(libc::EINVAL), "{ol:#x} {l3}");
+                let r = unsafe { prepare_one(0, &mut m) };
+                assert_eq!(r, Err(libc::EINVAL), "{ol:#x} {l3}");
             }
         }
     }

@@ -499,7 +499,15 @@ impl Burst<'_> {
                 i += 1;
             }
             let sq_end = f.wq.head();
-            (i, sq_end, f.ring, f.last_oob, f.bytes, one_pool, extra_packets)
+            (
+                i,
+                sq_end,
+                f.ring,
+                f.last_oob,
+                f.bytes,
+                one_pool,
+                extra_packets,
+            )
         };
         let st = &mut *self.st;
         st.inflight = ring;
@@ -708,8 +716,13 @@ impl TxQueue {
             }
         }
         // SAFETY: a valid mbuf (linearize returns one too).
-        let (vlan_tci, tx_offload, nb_segs) =
-            unsafe { (mbuf::vlan_tci(m), mbuf::tx_offload(m), u32::from(mbuf::nb_segs(m))) };
+        let (vlan_tci, tx_offload, nb_segs) = unsafe {
+            (
+                mbuf::vlan_tci(m),
+                mbuf::tx_offload(m),
+                u32::from(mbuf::nb_segs(m)),
+            )
+        };
         if tso && Tso::of(m, ol, tx_offload).is_err() {
             self.drop_packet(m, DropReason::BadTso);
             return (wq, Posted::Dropped);
@@ -756,9 +769,17 @@ impl TxQueue {
             oob[1] = l;
         }
         let oob_words = if sent.long { 3 } else { 1 };
-        let last_oob = wq.post(header, &oob[..oob_words], &sgl[..sent.num_sge as usize], sent.bu);
+        let last_oob = wq.post(
+            header,
+            &oob[..oob_words],
+            &sgl[..sent.num_sge as usize],
+            sent.bu,
+        );
         ring.push(m);
-        (wq, Posted::Wqe(last_oob, nb_segs == 1, sent.packets, sent.bytes))
+        (
+            wq,
+            Posted::Wqe(last_oob, nb_segs == 1, sent.packets, sent.bytes),
+        )
     }
 
     /// One SGE per segment; with TSO, the first segment's headers get an SGE
@@ -917,7 +938,10 @@ const OFFLOADS: u64 = ffi::RTE_MBUF_F_TX_L4_MASK
 /// The checksum flags are adjacent bits of `ol_flags` (L4 type, IP
 /// checksum, IPv4, IPv6): they index `CSUM_OOB`.
 const OFFLOADS_SHIFT: u32 = OFFLOADS.trailing_zeros();
-const _: () = assert!(OFFLOADS >> OFFLOADS_SHIFT == 0x1f, "five adjacent flag bits");
+const _: () = assert!(
+    OFFLOADS >> OFFLOADS_SHIFT == 0x1f,
+    "five adjacent flag bits"
+);
 
 /// By checksum flags: the short OOB bits they ask for, and whether the
 /// transport offset is needed (TCP).
@@ -1110,7 +1134,11 @@ mod tests {
                     want = want.with_long_vp_offset(v);
                 }
                 let want = want.into_bits().get();
-                assert_eq!(bits::long_vp(vp) | bits::vlan(tci), want as u64, "{tci:#x} {vp:?}");
+                assert_eq!(
+                    bits::long_vp(vp) | bits::vlan(tci),
+                    want as u64,
+                    "{tci:#x} {vp:?}"
+                );
                 assert_eq!(want >> 64, 0, "the second word stays zero");
             }
         }

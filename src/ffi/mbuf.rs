@@ -183,7 +183,10 @@ mod tests {
             set_pkt_len(p, 77);
             (*p).ol_flags = 5;
             set_rearm(p, rearm_word(128, 3));
-            assert_eq!((data_off(p), refcnt(p), nb_segs(p), port(p)), (128, 1, 1, 3));
+            assert_eq!(
+                (data_off(p), refcnt(p), nb_segs(p), port(p)),
+                (128, 1, 1, 3)
+            );
             assert_eq!((pkt_len(p), (*p).ol_flags), (77, 5), "neighbours untouched");
         }
     }

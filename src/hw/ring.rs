@@ -446,7 +446,8 @@ mod tests {
         wq.head = 3; // offset 96: header + OOB fit, the 2 SGEs wrap
         wq.tail = 3;
         let sgl = [Sge::new(0x1000, 5, 60), Sge::new(0x2000, 5, 4)];
-        wq.writer().post(0x1122_3344_5566_7788, &[0xAAAA_AAAA_AAAA_AAAA], &sgl, 2);
+        wq.writer()
+            .post(0x1122_3344_5566_7788, &[0xAAAA_AAAA_AAAA_AAAA], &sgl, 2);
         assert_eq!(&ring[96..104], &0x1122_3344_5566_7788u64.to_le_bytes());
         assert_eq!(&ring[104..112], &[0xAA; 8]);
         assert_eq!(&ring[112..120], &0x1000u64.to_le_bytes());
@@ -478,7 +479,10 @@ mod tests {
             let pa = qa.writer().post_long_words(0x44, oob, sge.to_words());
             let pb = qb.writer().post(0x44, &oob, &[sge], 2);
             assert_eq!(a, b, "head {head}");
-            assert_eq!(pa as usize - a.as_ptr() as usize, pb as usize - b.as_ptr() as usize);
+            assert_eq!(
+                pa as usize - a.as_ptr() as usize,
+                pb as usize - b.as_ptr() as usize
+            );
             assert_eq!((qa.head, qb.head), (head + 2, head + 2));
         }
     }
