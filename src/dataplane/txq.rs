@@ -921,7 +921,7 @@ mod bits {
 }
 
 /// The checksum-offload bits of the short OOB for a packet with flags `ol`
-/// (reading the header lengths of `m` only for TCP).
+/// (reading the header lengths of `m` when it asks for any).
 #[inline(always)]
 fn csum_bits(ol: u64, m: *mut rte_mbuf) -> u64 {
     if ol & OFFLOADS == 0 {
@@ -943,12 +943,18 @@ const _: () = assert!(
     "five adjacent flag bits"
 );
 
-/// By checksum flags: the short OOB bits they ask for, and whether the
-/// transport offset is needed (TCP).
-static CSUM_OOB: [(u64, bool); 32] = csum_oob_table();
+/// By checksum flags: the short OOB bits they ask for, and the mask of the
+/// `trans_off` field where the transport offset is needed (TCP), else 0.
+static CSUM_OOB: [(u64, u64); 32] = csum_oob_table();
 
-const fn csum_oob_table() -> [(u64, bool); 32] {
-    let mut t = [(0u64, false); 32];
+/// The `trans_off` field (10 bits).
+const TRANS_OFF_MASK: u64 = 0x3ff * bits::TRANS_OFF_ONE;
+// l2_len (7 bits) + l3_len (9 bits) is at most 127 + 511 = 638: it always
+// fits the 10-bit field, so the offset needs no clamp.
+const _: () = assert!(0x7f + 0x1ff <= 0x3ff);
+
+const fn csum_oob_table() -> [(u64, u64); 32] {
+    let mut t = [(0u64, 0u64); 32];
     let mut i = 0;
     while i < 32 {
         let ol = (i as u64) << OFFLOADS_SHIFT;
@@ -970,24 +976,21 @@ const fn csum_oob_table() -> [(u64, bool); 32] {
         if l4 == ffi::RTE_MBUF_F_TX_UDP_CKSUM {
             o |= bits::UDP_CSUM;
         }
-        t[i] = (o, tcp);
+        t[i] = (o, if tcp { TRANS_OFF_MASK } else { 0 });
         i += 1;
     }
     t
 }
 
-/// The OOB bits the checksum flags ask for; `tx_offload` is read for the
-/// TCP transport offset only.
+/// The OOB bits the checksum flags ask for, with the transport offset
+/// (`l2_len + l3_len` of `tx_offload`) where TCP needs it; branch-free.
 #[inline(always)]
 fn offload_bits(ol: u64, tx_offload: impl FnOnce() -> u64) -> u64 {
-    let (mut o, tcp) = CSUM_OOB[((ol >> OFFLOADS_SHIFT) & 0x1f) as usize];
-    if tcp {
-        // l2_len is bits 0-6 of tx_offload, l3_len bits 7-15.
-        let t = tx_offload();
-        let off = (t & 0x7f) + ((t >> 7) & 0x1ff);
-        o |= off.min(0x3ff) * bits::TRANS_OFF_ONE;
-    }
-    o
+    let (o, off_mask) = CSUM_OOB[((ol >> OFFLOADS_SHIFT) & 0x1f) as usize];
+    // l2_len is bits 0-6 of tx_offload, l3_len bits 7-15.
+    let t = tx_offload();
+    let off = (t & 0x7f) + ((t >> 7) & 0x1ff);
+    o | ((off * bits::TRANS_OFF_ONE) & off_mask)
 }
 
 /// The short OOB for one packet, as its raw value.
