@@ -574,7 +574,8 @@ fn debian_22_11() -> Dpdk {
 /// DPDK 26.07 as `scripts/dpdk.sh 26.07` installs it (or the install at
 /// `NET_MANA_DPDK_26_07_PREFIX`), and our plugin built against it
 /// (`CARGO_TARGET_DIR=target/dpdk-26.07`, `PKG_CONFIG_PATH` at the install,
-/// or `NET_MANA_PMD_26_07`); the reason when either is missing or unusable.
+/// or `NET_MANA_PMD_26_07`, as `scripts/matrix.sh` sets it); the reason when
+/// either is missing or unusable.
 fn newest() -> Result<Dpdk, String> {
     let cache = std::env::var("NET_MANA_CACHE").unwrap_or_else(|_| "/var/cache/net-mana".into());
     let prefix = std::env::var_os("NET_MANA_DPDK_26_07_PREFIX")

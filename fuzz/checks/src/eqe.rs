@@ -39,7 +39,10 @@ fn decode(data: &[u8]) {
     }
     match r {
         Ok(e) => {
-            assert!(wrong.is_empty(), "EQE accepted with {wrong:?} wrong: {b:02x?}");
+            assert!(
+                wrong.is_empty(),
+                "EQE accepted with {wrong:?} wrong: {b:02x?}"
+            );
             assert_eq!(e.info.ty(), ty);
             assert_eq!(u64::from(e.info.client_id()), field(info, 16, 2));
             assert_eq!(u64::from(e.info.owner_bits()), field(info, 29, 3));
@@ -56,7 +59,11 @@ fn decode(data: &[u8]) {
     }
     // Every type the decoder accepts, and only those, has a name.
     for v in 0..=u8::MAX {
-        assert_eq!(EqeType::from_raw(v).is_some(), TYPES.contains(&v), "type {v}");
+        assert_eq!(
+            EqeType::from_raw(v).is_some(),
+            TYPES.contains(&v),
+            "type {v}"
+        );
     }
 }
 
