@@ -90,7 +90,7 @@ fn tx_vlan_insertion_tags_every_frame_on_the_wire() {
         let o = cmd(&mut t, c);
         assert!(!o.contains("rror") && !o.contains("nvalid"), "{c}: {o}");
     }
-    let mut phase = |t: &mut Testpmd, txpkts: &str, at_least: u64| {
+    let phase = |t: &mut Testpmd, txpkts: &str, at_least: u64| {
         let o = cmd(t, &format!("set txpkts {txpkts}"));
         assert!(!o.contains("rror") && !o.contains("nvalid"), "{o}");
         cmd(t, "start");
