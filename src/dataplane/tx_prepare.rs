@@ -145,14 +145,19 @@ unsafe fn prepare_one(offloads: u64, m: *mut rte_mbuf) -> Result<(), c_int> {
     if l2 == 0 || l3 < 20 || l2 + l3 + l4_hdr > data_len {
         return Err(libc::EINVAL);
     }
-    // SAFETY: the headers lie within the first segment (checked above).
-    let hdr = unsafe { std::slice::from_raw_parts_mut(data, l2 + l3 + l4_hdr) };
-    if ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0 {
-        hdr[l2 + 10..l2 + 12].fill(0);
+    // SAFETY: the headers lie within the first segment of an mbuf the
+    // caller lets us write (checked above: l2 + l3 + l4_hdr <= data_len):
+    // the IPv4 header's fixed 20 bytes from `l2` (l3 >= 20) and the 2-byte
+    // L4 checksum field at l2 + l3 + csum_at <= l2 + l3 + l4_hdr - 2. The
+    // byte arrays have alignment 1, so any address is fine.
+    unsafe {
+        let ip = data.add(l2);
+        if ol & ffi::RTE_MBUF_F_TX_IP_CKSUM != 0 {
+            (ip.add(10) as *mut [u8; 2]).write([0, 0]);
+        }
+        let phdr = super::csum::ipv4_pseudo_bytes(&*(ip as *const [u8; 20]));
+        (ip.add(l3 + csum_at) as *mut [u8; 2]).write(phdr);
     }
-    let phdr = super::csum::ipv4_pseudo_bytes(&hdr[l2..]);
-    let at = l2 + l3 + csum_at;
-    hdr[at..at + 2].copy_from_slice(&phdr);
     Ok(())
 }
 
