@@ -473,6 +473,7 @@ impl Burst<'_> {
                 ring: *inflight,
                 last_oob: ptr::null_mut(),
                 bytes: 0,
+                memo: Memo::NONE,
             };
             // Every packet posted takes one descriptor.
             let n = pkts.len().min((*nb_desc - f.ring.len()) as usize);
@@ -483,6 +484,16 @@ impl Burst<'_> {
                 if i == n {
                     break;
                 }
+                let took = f.run_offload(&pkts[i..n]);
+                i += took;
+                if i == n {
+                    break;
+                }
+                if took > 0 {
+                    // Maybe plain packets again.
+                    continue;
+                }
+                // Neither fast loop takes this one.
                 let (wq, outcome) =
                     q.general(&shape, mr, f.wq, &mut f.ring, &mut pkts[i], &mut f.region);
                 f.wq = wq;
@@ -544,23 +555,115 @@ struct Fast<'w> {
     ring: MbufRing,
     last_oob: *mut u8,
     bytes: u64,
+    /// The last offload request `run_offload` saw (see [`Memo::words`]).
+    memo: Memo,
 }
 
+/// An offload request's OOB words, kept for the next packet: packets of a
+/// flow ask for the same thing, so they reuse them instead of recomputing.
+#[derive(Clone, Copy)]
+struct Memo {
+    key: u64,
+    /// Checksum bits of the short OOB.
+    csum: u64,
+    /// First word of the long OOB (vPort offset and VLAN tag).
+    long: u64,
+}
+
+impl Memo {
+    /// Matches no request (a key has no bit above 57).
+    const NONE: Memo = Memo {
+        key: u64::MAX,
+        csum: 0,
+        long: 0,
+    };
+
+    /// The checksum bits of the short OOB and the first word of the long
+    /// one for a packet that asks for checksum offload or VLAN insertion:
+    /// the last packet's when it asked for the same (flags, header lengths
+    /// and tag), else computed and remembered.
+    #[inline(always)]
+    fn words(&mut self, ol: u64, m: *mut rte_mbuf, long_template: u64) -> (u64, u64) {
+        // SAFETY: a valid mbuf handed to tx_burst.
+        let (t, tci) = unsafe { (mbuf::tx_offload(m), mbuf::vlan_tci(m)) };
+        // Disjoint fields: l2_len and l3_len in bits 0-15, the TCI in
+        // 16-31, the flags in 52-57.
+        let key = (ol & ASKED) | (t & 0xffff) | (u64::from(tci) << 16);
+        if key != self.key {
+            let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
+            *self = Memo {
+                key,
+                csum: offload_bits(ol, || t),
+                long: long_template | bits::when(vlan, bits::vlan(tci)),
+            };
+        }
+        (self.csum, self.long)
+    }
+}
+
+/// The flags that send a one-segment packet to `run_offload`.
+const ASKED: u64 = OFFLOADS | ffi::RTE_MBUF_F_TX_VLAN;
+
 impl Fast<'_> {
-    /// Posts packets from the start of `pkts` (for which the ring has
-    /// descriptors) while they take the fast path; returns how many. Stops
-    /// at the first one that does not (or when the SQ is full).
+    /// Posts plain packets (one segment, no TSO, no checksum or VLAN
+    /// request) from the start of `pkts` (for which the ring has
+    /// descriptors); returns how many. Stops at the first packet that is
+    /// not plain or not in the region (or when the SQ is full).
     #[inline(always)]
     fn run(&mut self, pkts: &[*mut rte_mbuf]) -> usize {
+        // One unit with the short OOB, two with the long one (a vPort
+        // offset above 255: long_template != 0), the same for the burst.
+        let long = self.long_template != 0;
+        let bu = 1 + u32::from(long);
         let mut k = 0;
         for &m in pkts {
             // SAFETY: tx_burst's caller hands us valid mbufs.
             let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
-            if nb_segs != 1 || ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0 {
+            if nb_segs != 1 || ol & (ffi::RTE_MBUF_F_TX_TCP_SEG | ASKED) != 0 {
                 break;
             }
-            // One unit with the short OOB, two with the long one (VLAN
-            // insertion, a vPort offset above 255: long_template != 0).
+            // SAFETY: a valid single-segment mbuf.
+            let (addr, len, pkt_len) = unsafe {
+                (
+                    (*m).buf_addr as usize + usize::from(mbuf::data_off(m)),
+                    u32::from(mbuf::data_len(m)),
+                    mbuf::pkt_len(m),
+                )
+            };
+            if self.wq.free_bu() < bu || !self.region.covers(addr, len as usize) {
+                break;
+            }
+            let sge = Sge::new(addr as u64, self.region.lkey, len).to_words();
+            self.last_oob = if long {
+                self.wq.post_long_words(
+                    bits::HDR_LONG_PLAIN,
+                    [self.template | bits::LONG, self.long_template, 0],
+                    sge,
+                )
+            } else {
+                self.wq.post_bu_words(bits::HDR_PLAIN, self.template, sge)
+            };
+            self.ring.push(m);
+            self.bytes += u64::from(pkt_len);
+            k += 1;
+        }
+        k
+    }
+
+    /// As [`Fast::run`] for one-segment packets without TSO that ask for
+    /// checksum offload or VLAN insertion (the OOB bits of the request, a
+    /// long OOB with the tag); stops at the first packet that does not.
+    #[inline(always)]
+    fn run_offload(&mut self, pkts: &[*mut rte_mbuf]) -> usize {
+        // A local for the loop: the WQE stores cannot alias it.
+        let mut memo = self.memo;
+        let mut k = 0;
+        for &m in pkts {
+            // SAFETY: tx_burst's caller hands us valid mbufs.
+            let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
+            if nb_segs != 1 || ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0 || ol & ASKED == 0 {
+                break;
+            }
             let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
             let long = vlan || self.long_template != 0;
             let bu = 1 + u32::from(long);
@@ -575,26 +678,21 @@ impl Fast<'_> {
             if self.wq.free_bu() < bu || !self.region.covers(addr, len as usize) {
                 break;
             }
-            let oob = self.template | csum_bits(ol, m);
+            let (csum, l) = memo.words(ol, m, self.long_template);
+            let oob = self.template | csum;
             let sge = Sge::new(addr as u64, self.region.lkey, len).to_words();
-            if long {
-                let l = if vlan {
-                    // SAFETY: a valid mbuf.
-                    self.long_template | bits::vlan(unsafe { mbuf::vlan_tci(m) })
-                } else {
-                    self.long_template
-                };
-                self.last_oob =
-                    self.wq
-                        .post_long_words(bits::HDR_LONG_PLAIN, [oob | bits::LONG, l, 0], sge);
+            self.last_oob = if long {
+                self.wq
+                    .post_long_words(bits::HDR_LONG_PLAIN, [oob | bits::LONG, l, 0], sge)
             } else {
-                self.last_oob = self.wq.post_bu_words(bits::HDR_PLAIN, oob, sge);
-            }
+                self.wq.post_bu_words(bits::HDR_PLAIN, oob, sge)
+            };
             self.ring.push(m);
             // The inserted tag is on the wire too.
             self.bytes += u64::from(pkt_len + 4 * u32::from(vlan));
             k += 1;
         }
+        self.memo = memo;
         k
     }
 }
@@ -920,17 +1018,6 @@ mod bits {
     }
 }
 
-/// The checksum-offload bits of the short OOB for a packet with flags `ol`
-/// (reading the header lengths of `m` when it asks for any).
-#[inline(always)]
-fn csum_bits(ol: u64, m: *mut rte_mbuf) -> u64 {
-    if ol & OFFLOADS == 0 {
-        return 0;
-    }
-    // SAFETY: a valid mbuf handed to tx_burst.
-    offload_bits(ol, || unsafe { mbuf::tx_offload(m) })
-}
-
 const OFFLOADS: u64 = ffi::RTE_MBUF_F_TX_L4_MASK
     | ffi::RTE_MBUF_F_TX_IP_CKSUM
     | ffi::RTE_MBUF_F_TX_IPV4
@@ -1169,6 +1256,53 @@ mod tests {
         assert!(o.is_outer_ipv6() && o.comp_udp_csum());
         assert_eq!(o.trans_off(), 0, "the kernel sets it for TCP only");
         assert_eq!(o.pkt_fmt(), 1);
+    }
+
+    /// A remembered request is reused only for the same flags, header
+    /// lengths and tag; any change gives the words computed afresh.
+    #[test]
+    fn a_remembered_offload_request_is_reused_only_when_it_is_the_same() {
+        use ffi::{
+            RTE_MBUF_F_TX_IPV4 as V4, RTE_MBUF_F_TX_IP_CKSUM as IPC,
+            RTE_MBUF_F_TX_TCP_CKSUM as TCP, RTE_MBUF_F_TX_UDP_CKSUM as UDP,
+            RTE_MBUF_F_TX_VLAN as VLAN,
+        };
+        let tcp = V4 | IPC | TCP;
+        let requests = [
+            (tcp | VLAN, 14 | (20 << 7), 100u16),
+            (tcp | VLAN, 14 | (20 << 7), 100),
+            (tcp | VLAN, 14 | (20 << 7), 101),
+            (tcp | VLAN, 18 | (20 << 7), 101),
+            (tcp | VLAN, 18 | (24 << 7), 101),
+            (tcp, 18 | (24 << 7), 101),
+            (V4 | UDP, 18 | (24 << 7), 101),
+            (VLAN, 18 | (24 << 7), 0xe101),
+            (VLAN, 18 | (24 << 7), 0xe101),
+            (tcp | VLAN, 14 | (20 << 7), 100),
+        ];
+        for long_vp in [None, Some(0x123)] {
+            let long_template = bits::long_vp(long_vp);
+            let mut memo = Memo::NONE;
+            for (i, &(ol, t, tci)) in requests.iter().enumerate() {
+                let mut m = rte_mbuf {
+                    ol_flags: ol,
+                    ..Default::default()
+                };
+                let p: *mut rte_mbuf = &mut m;
+                // SAFETY: `p` is a live mbuf on the stack.
+                unsafe {
+                    mbuf::set_tx_offload(p, t);
+                    mbuf::set_vlan_tci(p, tci);
+                }
+                let want_long = if ol & VLAN != 0 {
+                    long_template | bits::vlan(tci)
+                } else {
+                    long_template
+                };
+                let want = (offload_bits(ol, || t), want_long);
+                assert_eq!(memo.words(ol, p, long_template), want, "request {i}");
+            }
+        }
     }
 
     /// The constant-OR encoding equals setting each field through the typed
