@@ -98,6 +98,25 @@ impl WorkQueue {
         oob_ptr
     }
 
+    /// The ring's size in basic units (a power of two).
+    #[inline(always)]
+    pub fn size_bu(&self) -> u32 {
+        self.size / WQE_BU_SIZE as u32
+    }
+
+    /// Where a completion's WQE byte offset lies relative to the tail, in
+    /// basic units: `None` if the offset is not that of a WQE in this ring
+    /// (outside it, or off a basic-unit boundary). Positions wrap with the
+    /// ring, so the caller bounds the distance by what it has posted.
+    #[inline(always)]
+    pub fn bu_from_tail(&self, wqe_offset: u32) -> Option<u32> {
+        if wqe_offset >= self.size || wqe_offset % WQE_BU_SIZE as u32 != 0 {
+            return None;
+        }
+        let bu = wqe_offset / WQE_BU_SIZE as u32;
+        Some(bu.wrapping_sub(self.tail) & (self.size_bu() - 1))
+    }
+
     /// The doorbell tail: the producer position in bytes.
     #[inline(always)]
     pub fn doorbell_tail(&self) -> u32 {
@@ -121,10 +140,22 @@ pub struct CompQueue {
 struct EmptySlot([u8; gdma::CQE_SIZE]);
 static EMPTY_SLOT: EmptySlot = EmptySlot([0; gdma::CQE_SIZE]);
 
-/// A CQE whose owner bits are neither the previous nor the current lap:
-/// the device lapped the driver, or wrote garbage.
-#[derive(Debug)]
-pub struct Overflow;
+/// What [`CompQueue::next`] found at the consumer index.
+pub enum Next<'a> {
+    /// A completion, consumed.
+    Cqe(&'a Cqe),
+    /// Nothing yet.
+    Empty,
+    /// Owner bits of neither the previous nor the current lap: the slot is
+    /// skipped. Our queues hold a completion for every WQE, so an honest
+    /// device never laps us; this is garbage.
+    OutOfPhase,
+    /// The slot still shows the previous lap while the next one shows the
+    /// current lap: the device wrote it with the wrong phase (or not at
+    /// all) and moved on. The slot is skipped, or the queue would wait for
+    /// it forever.
+    Stale,
+}
 
 impl CompQueue {
     /// A queue without a ring: one zeroed slot that stays empty (owner 0 is
@@ -170,28 +201,52 @@ impl CompQueue {
         let raw = unsafe { ptr::read_volatile(ptr::addr_of!((*cqe).info) as *const u32) };
         (cqe, CqeInfo::from_raw(u32::from_le(raw)).owner_bits())
     }
-
-    /// The next completion, if the device has written one.
-    #[inline(always)]
-    pub fn poll(&mut self) -> Result<Option<&Cqe>, Overflow> {
-        let (cqe, owner) = self.owner_at(self.head);
-        match cqe_state_lap(owner, self.head >> self.shift) {
-            CqeState::Empty => Ok(None),
-            CqeState::Overflow => Err(Overflow),
-            CqeState::Ready => {
-                // The owner bits were read before the CQE's data (GDMA rule).
-                fence(Ordering::Acquire);
-                self.head = self.head.wrapping_add(1);
-                // SAFETY: a CQE of the ring, which lives as long as the
-                // queue holds it (`new`'s contract); the borrow of `self`
-                // keeps the queue from being reset meanwhile.
-                Ok(Some(unsafe { &*cqe }))
-            }
-        }
-    }
 }
 
 impl CompQueue {
+    /// The next completion, if the device has written one; a slot a lying
+    /// device wrote out of phase is skipped (and reported) rather than
+    /// stopping the queue: the burst counts it and goes on, and the WQE
+    /// offsets of later completions tell which work it stood for.
+    #[inline(always)]
+    pub fn next(&mut self) -> Next<'_> {
+        let head = self.head;
+        let (cqe, owner) = self.owner_at(head);
+        match cqe_state_lap(owner, head >> self.shift) {
+            CqeState::Ready => {}
+            CqeState::Overflow => {
+                self.head = head.wrapping_add(1);
+                return Next::OutOfPhase;
+            }
+            CqeState::Empty => {
+                if self.count == 1 {
+                    return Next::Empty;
+                }
+                let after = head.wrapping_add(1);
+                let (_, o) = self.owner_at(after);
+                if cqe_state_lap(o, after >> self.shift) != CqeState::Ready {
+                    return Next::Empty;
+                }
+                // The device writes slots in order: with the next one
+                // visible, this one is final. Read it again, for it may
+                // have been written between the two reads.
+                fence(Ordering::Acquire);
+                let (_, o) = self.owner_at(head);
+                if cqe_state_lap(o, head >> self.shift) != CqeState::Ready {
+                    self.head = head.wrapping_add(1);
+                    return Next::Stale;
+                }
+            }
+        }
+        // The owner bits were read before the CQE's data (GDMA rule).
+        fence(Ordering::Acquire);
+        self.head = head.wrapping_add(1);
+        // SAFETY: a CQE of the ring, which lives as long as the queue holds
+        // it (`new`'s contract); the borrow of `self` keeps the queue from
+        // being reset meanwhile.
+        Next::Cqe(unsafe { &*cqe })
+    }
+
     /// Packets in completions the driver has not consumed yet (at most
     /// `limit` CQEs are examined), without consuming them.
     pub fn ready_count(&self, limit: u32) -> u32 {
@@ -240,7 +295,7 @@ mod tests {
     fn a_detached_completion_queue_is_empty_forever() {
         let mut cq = CompQueue::empty();
         for _ in 0..3 {
-            assert!(matches!(cq.poll(), Ok(None)));
+            assert!(matches!(cq.next(), Next::Empty));
             assert_eq!(cq.ready_count(8), 0);
         }
     }
@@ -257,17 +312,67 @@ mod tests {
         };
         // SAFETY: the vector outlives the queue.
         let mut cq = unsafe { CompQueue::new(base as *const u8, 4, 9) };
-        assert!(cq.poll().unwrap().is_none());
+        assert!(matches!(cq.next(), Next::Empty));
         for lap in 1..=9u32 {
             for slot in 0..4 {
                 produce(slot, lap);
-                let c = cq.poll().unwrap().expect("ready");
+                let Next::Cqe(c) = cq.next() else {
+                    panic!("lap {lap} slot {slot} ready")
+                };
                 assert_eq!(c.info.owner_bits(), (lap & 7) as u8);
             }
-            assert!(cq.poll().unwrap().is_none(), "lap {lap} must look empty");
+            assert!(
+                matches!(cq.next(), Next::Empty),
+                "lap {lap} must look empty"
+            );
         }
-        // A slot two laps ahead is an overflow, not a completion.
-        produce(cq.head % 4, cq.head / 4 + 1);
-        assert!(cq.poll().is_err());
+        // A slot two laps ahead is out of phase, not a completion: skipped.
+        let head = cq.head;
+        produce(head % 4, head / 4 + 1);
+        assert!(matches!(cq.next(), Next::OutOfPhase));
+        assert_eq!(cq.head, head + 1);
+    }
+
+    /// A slot the device left in the previous lap while it wrote the next
+    /// one is skipped (a lying device would otherwise stop the queue for
+    /// good); an empty slot with an empty successor is just empty.
+    #[test]
+    fn a_stale_slot_before_a_written_one_is_skipped() {
+        let mut ring = vec![Cqe::default(); 4];
+        let base = ring.as_mut_ptr();
+        let produce = |slot: u32, owner: u32| {
+            let info = CqeInfo::try_new(3, false, (owner & 7) as u8).unwrap();
+            // SAFETY: slot < 4, inside the vector, which outlives the queue.
+            unsafe { (*base.add(slot as usize)).info = info };
+        };
+        // SAFETY: the vector outlives the queue.
+        let mut cq = unsafe { CompQueue::new(base as *const u8, 4, 9) };
+        produce(0, 1);
+        assert!(matches!(cq.next(), Next::Cqe(_)));
+        // Slot 1 keeps lap 0's owner bits; slot 2 is written in lap 1.
+        assert!(matches!(cq.next(), Next::Empty));
+        produce(2, 1);
+        assert!(matches!(cq.next(), Next::Stale));
+        assert!(matches!(cq.next(), Next::Cqe(_)));
+        assert!(matches!(cq.next(), Next::Empty));
+        // Across the ring's end: slot 3 stale, slot 0 written in lap 2.
+        produce(0, 2);
+        assert!(matches!(cq.next(), Next::Stale));
+        assert!(matches!(cq.next(), Next::Cqe(_)));
+        assert_eq!(cq.head, 4 + 5);
+    }
+
+    #[test]
+    fn wqe_offsets_are_placed_relative_to_the_tail() {
+        let mut ring = vec![0u8; 256];
+        // SAFETY: the vector outlives the queue.
+        let mut wq = unsafe { WorkQueue::new(ring.as_mut_ptr(), 256, 7) };
+        wq.tail = 6;
+        wq.head = 10;
+        assert_eq!(wq.bu_from_tail(6 * 32), Some(0));
+        assert_eq!(wq.bu_from_tail(32), Some(3), "wraps: BU 9 is slot 1");
+        assert_eq!(wq.bu_from_tail(5 * 32), Some(7), "one behind the tail");
+        assert_eq!(wq.bu_from_tail(256), None, "outside the ring");
+        assert_eq!(wq.bu_from_tail(6 * 32 + 16), None, "off a WQE boundary");
     }
 }
