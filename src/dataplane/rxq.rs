@@ -430,12 +430,15 @@ impl Burst<'_> {
             return false;
         }
         let posted = self.st.posted();
-        // The offset must name a posted WQE, and one not far ahead: an
-        // honest device names the oldest (0); each completion it failed to
-        // write moves it by up to four. One behind the tail (a repeated
-        // completion) is as far as positions go in a full ring.
+        // The offset must name a posted WQE: an honest device names the
+        // oldest (0 from the tail); further on, the device used the buffers
+        // before it without a completion we could read (missing, garbled,
+        // overwritten). Positions wrap with the ring: a completion repeated
+        // after its buffer was reposted reads as far ahead and costs a lap
+        // of buffers, but never one freed twice, and the queue never waits
+        // for a completion that cannot come.
         match self.st.rq.bu_from_tail(cqe.rx_oob().rx_wqe_offset()) {
-            Some(d) if d < posted && d <= posted / 2 => {
+            Some(d) if d < posted => {
                 if d > 0 {
                     self.stats().missed.add(u64::from(d));
                     for _ in 0..d {

@@ -128,13 +128,23 @@ impl WorkQueue {
 /// so that the first lap expects owner bits 1 over the zeroed ring.
 #[repr(C)]
 pub struct CompQueue {
-    buf: *const Cqe,
+    /// Written only by [`CompQueue::scrub`], never in the empty queue.
+    buf: *mut Cqe,
     /// Entries, a power of two (the driver only creates such queues).
     count: u32,
     shift: u32,
     pub id: u32,
     pub head: u32,
+    /// Polls that found the head slot empty (see [`STALE_SCAN_EVERY`]).
+    idle: u32,
 }
+
+/// Every this many polls finding the head slot empty, the slots after it
+/// are searched for a written one (see [`Next::Stale`]): a lying device
+/// costs a queue that many polls, an honest one a counter.
+pub const STALE_SCAN_EVERY: u32 = 32;
+/// How far that search looks.
+const STALE_SCAN_SLOTS: u32 = 64;
 
 #[repr(C, align(64))]
 struct EmptySlot([u8; gdma::CQE_SIZE]);
@@ -150,10 +160,10 @@ pub enum Next<'a> {
     /// skipped. Our queues hold a completion for every WQE, so an honest
     /// device never laps us; this is garbage.
     OutOfPhase,
-    /// The slot still shows the previous lap while the next one shows the
+    /// The slot still shows the previous lap while a later one shows the
     /// current lap: the device wrote it with the wrong phase (or not at
     /// all) and moved on. The slot is skipped, or the queue would wait for
-    /// it forever.
+    /// it forever. Found by a search every [`STALE_SCAN_EVERY`] empty polls.
     Stale,
 }
 
@@ -163,25 +173,27 @@ impl CompQueue {
     /// retried after a half-done rebuild does, finds nothing.
     pub const fn empty() -> CompQueue {
         CompQueue {
-            buf: &EMPTY_SLOT as *const EmptySlot as *const Cqe,
+            buf: &EMPTY_SLOT as *const EmptySlot as *mut Cqe,
             count: 1,
             shift: 0,
             id: 0,
             head: gdma::cq_initial_index(1),
+            idle: 0,
         }
     }
 
     /// # Safety
-    /// `buf` must point to `count` CQEs that stay valid until the queue is
-    /// reset to [`CompQueue::empty`].
-    pub unsafe fn new(buf: *const u8, count: u32, id: u32) -> CompQueue {
-        debug_assert!(count.is_power_of_two());
+    /// `buf` must point to `count` (at least 2) writable CQEs that stay
+    /// valid until the queue is reset to [`CompQueue::empty`].
+    pub unsafe fn new(buf: *mut u8, count: u32, id: u32) -> CompQueue {
+        debug_assert!(count.is_power_of_two() && count >= 2);
         CompQueue {
-            buf: buf as *const Cqe,
+            buf: buf as *mut Cqe,
             count,
             shift: count.trailing_zeros(),
             id,
             head: gdma::cq_initial_index(count),
+            idle: 0,
         }
     }
 
@@ -215,25 +227,26 @@ impl CompQueue {
         match cqe_state_lap(owner, head >> self.shift) {
             CqeState::Ready => {}
             CqeState::Overflow => {
+                self.scrub(head);
                 self.head = head.wrapping_add(1);
                 return Next::OutOfPhase;
             }
             CqeState::Empty => {
-                if self.count == 1 {
+                self.idle = self.idle.wrapping_add(1);
+                if self.idle % STALE_SCAN_EVERY != 0 || !self.written_after(head) {
                     return Next::Empty;
                 }
-                let after = head.wrapping_add(1);
-                let (_, o) = self.owner_at(after);
-                if cqe_state_lap(o, after >> self.shift) != CqeState::Ready {
-                    return Next::Empty;
-                }
-                // The device writes slots in order: with the next one
+                // The device writes slots in order: with a later one
                 // visible, this one is final. Read it again, for it may
                 // have been written between the two reads.
                 fence(Ordering::Acquire);
                 let (_, o) = self.owner_at(head);
                 if cqe_state_lap(o, head >> self.shift) != CqeState::Ready {
+                    self.scrub(head);
                     self.head = head.wrapping_add(1);
+                    // The run of stale slots may go on: search again at
+                    // the next empty poll.
+                    self.idle = STALE_SCAN_EVERY - 1;
                     return Next::Stale;
                 }
             }
@@ -245,6 +258,42 @@ impl CompQueue {
         // it (`new`'s contract); the borrow of `self` keeps the queue from
         // being reset meanwhile.
         Next::Cqe(unsafe { &*cqe })
+    }
+
+    /// Whether one of the slots after `index` (within the search) holds a
+    /// completion of its lap.
+    #[cold]
+    fn written_after(&self, index: u32) -> bool {
+        (1..STALE_SCAN_SLOTS.min(self.count)).any(|i| {
+            let at = index.wrapping_add(i);
+            let (_, o) = self.owner_at(at);
+            cqe_state_lap(o, at >> self.shift) == CqeState::Ready
+        })
+    }
+
+    /// Gives a skipped slot the owner bits of the lap it was skipped in,
+    /// as a consumed one has: left as the device wrote it, a slot one lap
+    /// ahead would read as ready in the next lap (a completion from the
+    /// past), and one lap behind as out of phase, before the device writes
+    /// it again.
+    #[inline(always)]
+    fn scrub(&mut self, index: u32) {
+        if self.count == 1 {
+            // The empty queue (a shared static slot) is always empty.
+            return;
+        }
+        let slot = (index & (self.count - 1)) as usize;
+        let lap = (index >> self.shift) & gdma::CQE_OWNER_MASK;
+        // SAFETY: `slot < count`, inside the writable ring `new` was given
+        // (the empty queue, whose slot is a static, returned above); an
+        // aligned dword of that CQE. The device owns the slot again only
+        // after we consumed it, which is what this write records.
+        unsafe {
+            let info = ptr::addr_of_mut!((*self.buf.add(slot)).info) as *mut u32;
+            let raw = u32::from_le(ptr::read_volatile(info));
+            let raw = CqeInfo::from_raw(raw).with_owner_bits(lap as u8).to_raw();
+            ptr::write_volatile(info, raw.to_le());
+        }
     }
 
     /// Packets in completions the driver has not consumed yet (at most
@@ -311,7 +360,7 @@ mod tests {
             unsafe { (*base.add(slot as usize)).info = info };
         };
         // SAFETY: the vector outlives the queue.
-        let mut cq = unsafe { CompQueue::new(base as *const u8, 4, 9) };
+        let mut cq = unsafe { CompQueue::new(base as *mut u8, 4, 9) };
         assert!(matches!(cq.next(), Next::Empty));
         for lap in 1..=9u32 {
             for slot in 0..4 {
@@ -333,11 +382,58 @@ mod tests {
         assert_eq!(cq.head, head + 1);
     }
 
-    /// A slot the device left in the previous lap while it wrote the next
-    /// one is skipped (a lying device would otherwise stop the queue for
-    /// good); an empty slot with an empty successor is just empty.
+    /// What the queue gives, polled as a burst loop would (empty polls
+    /// repeated until the stale-slot search has run).
+    fn poll(cq: &mut CompQueue) -> &'static str {
+        for _ in 0..STALE_SCAN_EVERY {
+            match cq.next() {
+                Next::Empty => continue,
+                Next::Cqe(_) => return "cqe",
+                Next::OutOfPhase => return "out of phase",
+                Next::Stale => return "stale",
+            }
+        }
+        "empty"
+    }
+
+    /// Slots the device left in the previous lap while it wrote later ones
+    /// are skipped (a lying device would otherwise stop the queue for
+    /// good); empty slots with nothing written after them are just empty.
     #[test]
-    fn a_stale_slot_before_a_written_one_is_skipped() {
+    fn stale_slots_before_a_written_one_are_skipped() {
+        let mut ring = vec![Cqe::default(); 8];
+        let base = ring.as_mut_ptr();
+        let produce = |slot: u32, owner: u32| {
+            let info = CqeInfo::try_new(3, false, (owner & 7) as u8).unwrap();
+            // SAFETY: slot < 8, inside the vector, which outlives the queue.
+            unsafe { (*base.add(slot as usize)).info = info };
+        };
+        // SAFETY: the vector outlives the queue.
+        let mut cq = unsafe { CompQueue::new(base as *mut u8, 8, 9) };
+        produce(0, 1);
+        assert_eq!(poll(&mut cq), "cqe");
+        // Slots 1 and 2 keep lap 0's owner bits; slot 3 is written in lap 1.
+        assert_eq!(poll(&mut cq), "empty");
+        produce(3, 1);
+        assert_eq!(poll(&mut cq), "stale");
+        assert_eq!(poll(&mut cq), "stale");
+        assert_eq!(poll(&mut cq), "cqe");
+        assert_eq!(poll(&mut cq), "empty");
+        // Across the ring's end: slots 4 to 7 stale, slot 0 written in lap 2.
+        produce(0, 2);
+        for _ in 4..8 {
+            assert_eq!(poll(&mut cq), "stale");
+        }
+        assert_eq!(poll(&mut cq), "cqe");
+        assert_eq!(cq.head, 8 + 9);
+        assert_eq!(poll(&mut cq), "empty");
+    }
+
+    /// A slot skipped in one lap is not taken for a completion in the
+    /// next: one a lap ahead would otherwise read as ready then, one a lap
+    /// behind as out of phase.
+    #[test]
+    fn a_skipped_slot_reads_empty_in_the_next_lap() {
         let mut ring = vec![Cqe::default(); 4];
         let base = ring.as_mut_ptr();
         let produce = |slot: u32, owner: u32| {
@@ -346,20 +442,22 @@ mod tests {
             unsafe { (*base.add(slot as usize)).info = info };
         };
         // SAFETY: the vector outlives the queue.
-        let mut cq = unsafe { CompQueue::new(base as *const u8, 4, 9) };
-        produce(0, 1);
-        assert!(matches!(cq.next(), Next::Cqe(_)));
-        // Slot 1 keeps lap 0's owner bits; slot 2 is written in lap 1.
-        assert!(matches!(cq.next(), Next::Empty));
-        produce(2, 1);
-        assert!(matches!(cq.next(), Next::Stale));
-        assert!(matches!(cq.next(), Next::Cqe(_)));
-        assert!(matches!(cq.next(), Next::Empty));
-        // Across the ring's end: slot 3 stale, slot 0 written in lap 2.
+        let mut cq = unsafe { CompQueue::new(base as *mut u8, 4, 9) };
+        // Lap 1: slot 0 a lap ahead, slot 1 a lap behind (then slot 2).
         produce(0, 2);
-        assert!(matches!(cq.next(), Next::Stale));
-        assert!(matches!(cq.next(), Next::Cqe(_)));
-        assert_eq!(cq.head, 4 + 5);
+        produce(1, 0);
+        produce(2, 1);
+        produce(3, 1);
+        assert_eq!(poll(&mut cq), "out of phase");
+        assert_eq!(poll(&mut cq), "stale");
+        assert_eq!(poll(&mut cq), "cqe");
+        assert_eq!(poll(&mut cq), "cqe");
+        // Lap 2, nothing written yet: empty, not a completion nor garbage.
+        assert_eq!(poll(&mut cq), "empty");
+        assert_eq!(poll(&mut cq), "empty");
+        produce(0, 2);
+        assert_eq!(poll(&mut cq), "cqe");
+        assert_eq!(poll(&mut cq), "empty");
     }
 
     #[test]
