@@ -64,16 +64,28 @@ fn sum(xs: &[BTreeMap<String, u64>], dir: &str, name: &str) -> u64 {
         .sum()
 }
 
-/// Waits until both ports move `n` more frames each way on the device and
-/// the driver receives on both; panics otherwise.
+/// Waits until both ports move `n` more frames each way on the device,
+/// every queue of theirs moving too, and the driver receives on both;
+/// panics otherwise.
 fn forwarding(t: &mut Testpmd, n: u64, what: &str) {
     let before = t.device_counters().unwrap();
+    let queues = |c: &Counters| -> Vec<u64> {
+        [MAC_A, MAC_B]
+            .iter()
+            .flat_map(|m| {
+                let mut v = live_queue_packets(c, "rq", m);
+                v.extend(live_queue_packets(c, "sq", m));
+                v
+            })
+            .collect()
+    };
+    let q0 = queues(&before);
     let rx0: Vec<u64> = (0..2).map(|p| t.port_stats(p).unwrap().rx_packets).collect();
     t.wait_device(Duration::from_secs(20), |c| {
         [MAC_A, MAC_B].iter().all(|m| {
             let (p, b) = (c.port(m).unwrap(), before.port(m).unwrap());
             p.tx_packets > b.tx_packets + n && p.rx_packets > b.rx_packets + n
-        })
+        }) && queues(c).iter().zip(&q0).all(|(now, was)| *now > *was + n / 20)
     })
     .unwrap_or_else(|e| panic!("{what}: no traffic: {e}\n{}", t.output()));
     for p in 0..2u16 {
@@ -261,7 +273,7 @@ fn a_lying_device_makes_no_invalid_access_under_valgrind() {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\nexec valgrind --error-exitcode=99 --errors-for-leak-kinds=none -q --suppressions={} dpdk-testpmd \"$@\"\n",
+            "#!/bin/sh\nexec valgrind --fair-sched=yes --error-exitcode=99 --errors-for-leak-kinds=none -q --suppressions={} dpdk-testpmd \"$@\"\n",
             supp.display()
         ),
     )
@@ -278,10 +290,14 @@ fn a_lying_device_makes_no_invalid_access_under_valgrind() {
         .timeout(Duration::from_secs(300))
         .spawn()
         .expect("testpmd starts under valgrind");
+    let t0 = Instant::now();
     cmd(&mut t, "start");
     forwarding(&mut t, 200, "under valgrind, before the lies");
-    lie(&t, env_u64("LYING_SEED", 0x7a19e5), 20_000, 3000);
+    eprintln!("valgrind: traffic after {:?}", t0.elapsed());
+    lie(&t, env_u64("LYING_SEED", 0x7a19e5), 50_000, 3000);
+    eprintln!("valgrind: lies over after {:?}", t0.elapsed());
     forwarding(&mut t, 500, "under valgrind, after the lies");
+    eprintln!("valgrind: traffic again after {:?}", t0.elapsed());
     cmd(&mut t, "stop");
     cmd(&mut t, "port stop all");
     let dev = settled(&t);
