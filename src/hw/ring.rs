@@ -110,7 +110,7 @@ impl WorkQueue {
     /// ring, so the caller bounds the distance by what it has posted.
     #[inline(always)]
     pub fn bu_from_tail(&self, wqe_offset: u32) -> Option<u32> {
-        if wqe_offset >= self.size || wqe_offset % WQE_BU_SIZE as u32 != 0 {
+        if wqe_offset >= self.size || !wqe_offset.is_multiple_of(WQE_BU_SIZE as u32) {
             return None;
         }
         let bu = wqe_offset / WQE_BU_SIZE as u32;
@@ -233,7 +233,7 @@ impl CompQueue {
             }
             CqeState::Empty => {
                 self.idle = self.idle.wrapping_add(1);
-                if self.idle % STALE_SCAN_EVERY != 0 || !self.written_after(head) {
+                if !self.idle.is_multiple_of(STALE_SCAN_EVERY) || !self.written_after(head) {
                     return Next::Empty;
                 }
                 // The device writes slots in order: with a later one
