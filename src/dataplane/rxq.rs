@@ -29,13 +29,12 @@ pub struct RxStats {
     pub cqe_unexpected: Counter,
     /// Slots skipped: owner bits out of phase.
     pub cq_overflow: Counter,
-    /// Slots skipped: left in the previous lap while the next was written.
+    /// Slots skipped: left in the previous lap while later ones were written.
     pub cqe_stale: Counter,
     /// Completions naming another queue, refused.
     pub cqe_wrong_queue: Counter,
-    /// Completions naming a WQE that is not the next posted one (outside
-    /// the ring, off a WQE boundary, already completed, or too far ahead),
-    /// refused.
+    /// Completions naming no posted WQE (outside the ring, off a WQE
+    /// boundary, already completed), refused.
     pub cqe_bad_wqe: Counter,
     /// Packets longer than the buffer they were received in, dropped.
     pub bad_length: Counter,
@@ -433,10 +432,10 @@ impl Burst<'_> {
         // The offset must name a posted WQE: an honest device names the
         // oldest (0 from the tail); further on, the device used the buffers
         // before it without a completion we could read (missing, garbled,
-        // overwritten). Positions wrap with the ring: a completion repeated
-        // after its buffer was reposted reads as far ahead and costs a lap
-        // of buffers, but never one freed twice, and the queue never waits
-        // for a completion that cannot come.
+        // overwritten). The ring holds twice the WQEs we post (see
+        // `Wq::create_rq`), so a WQE already completed (a repeated
+        // completion) lies at `posted` or more: refused. Any WQE posted is
+        // taken, so the queue never waits for a completion that cannot come.
         match self.st.rq.bu_from_tail(cqe.rx_oob().rx_wqe_offset()) {
             Some(d) if d < posted => {
                 if d > 0 {

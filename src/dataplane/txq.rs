@@ -59,7 +59,7 @@ pub struct TxStats {
     pub cqe_unexpected: Counter,
     /// Slots skipped: owner bits out of phase.
     pub cq_overflow: Counter,
-    /// Slots skipped: left in the previous lap while the next was written.
+    /// Slots skipped: left in the previous lap while later ones were written.
     pub cqe_stale: Counter,
     /// Completions naming another queue, refused.
     pub cqe_wrong_queue: Counter,

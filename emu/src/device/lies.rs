@@ -53,13 +53,22 @@ impl LieKind {
         LieKind::UnknownEvent,
     ];
 
+    /// The kind named as in a `Fault` and on the CLI (`owner_phase`).
     pub fn parse(s: &str) -> Option<LieKind> {
-        LieKind::ALL.into_iter().find(|k| {
-            serde_json::to_value(k)
-                .ok()
-                .and_then(|v| v.as_str().map(|v| v == s))
-                == Some(true)
-        })
+        LieKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LieKind::OwnerPhase => "owner_phase",
+            LieKind::UnknownType => "unknown_type",
+            LieKind::BadLength => "bad_length",
+            LieKind::WrongQueue => "wrong_queue",
+            LieKind::BadWqeOffset => "bad_wqe_offset",
+            LieKind::Duplicate => "duplicate",
+            LieKind::Drop => "drop",
+            LieKind::UnknownEvent => "unknown_event",
+        }
     }
 }
 
@@ -153,9 +162,6 @@ impl State {
         let r = l.rng.next();
         let kind = fits[(r % fits.len() as u64) as usize];
         let r = r >> 8;
-        if let Some(n) = l.remaining.as_mut() {
-            *n -= 1;
-        }
         let is_sq = info & (1 << 24) != 0;
         let (what, lie) = match kind {
             LieKind::OwnerPhase => {
@@ -233,6 +239,9 @@ impl State {
                 ("unknown_event", Lie::Honest)
             }
         };
+        if let Some(n) = self.liar.as_mut().and_then(|l| l.remaining.as_mut()) {
+            *n -= 1;
+        }
         *self.counters.lies.entry(what.to_string()).or_default() += 1;
         lie
     }
