@@ -4,7 +4,7 @@
 # corrupting completions and events at random for the whole duration, then
 # telling the truth again: testpmd must stay alive, count every lie in its
 # xstats, forward again on every queue and give every mbuf back exactly once.
-# The timed suite runs the same case for 4 seconds.
+# The timed suite runs the same case until 600 lies are told.
 #
 #   scripts/lying.sh [--minutes M] [--seed S] [--per-million P] [--kinds K,K...]
 #

@@ -9,9 +9,10 @@
 //! forward again once the device tells the truth. A second, shorter run
 //! is under valgrind's memcheck: no invalid read or write.
 //!
-//! `LYING_MS` (default 4000) sets how long the device lies in the first
-//! case, `LYING_SEED` its seed, `LYING_PER_MILLION` how often
-//! (`scripts/lying.sh` runs it long).
+//! The first case lies until 600 lies are told (`LYING_COUNT`), at most
+//! 20 s; with `LYING_MS` set, for that long (`LYING_COUNT` then optional).
+//! `LYING_SEED` sets its seed, `LYING_PER_MILLION` how often a completion
+//! lies, `LYING_KINDS` which kinds (`scripts/lying.sh` runs it long).
 
 mod common;
 use common::*;
@@ -115,24 +116,38 @@ fn kinds() -> Vec<LieKind> {
         .unwrap_or_default()
 }
 
-/// Lies for `ms` (the process must stay alive throughout), then stops.
-fn lie(t: &Testpmd, seed: u64, per_million: u32, ms: u64) {
-    lie_kinds(t, seed, per_million, ms, kinds())
+/// How long a lie lasts: until `count` lies are told (if given; so a
+/// loaded machine, moving fewer completions, still sees them all) or `ms`
+/// pass, whichever comes first.
+#[derive(Clone, Copy)]
+struct Bound {
+    count: Option<u64>,
+    ms: u64,
 }
 
-fn lie_kinds(t: &Testpmd, seed: u64, per_million: u32, ms: u64, kinds: Vec<LieKind>) {
+/// Lies within `bound` (the process must stay alive throughout), then stops.
+fn lie(t: &Testpmd, seed: u64, per_million: u32, bound: Bound) {
+    lie_kinds(t, seed, per_million, bound, kinds())
+}
+
+fn lie_kinds(t: &Testpmd, seed: u64, per_million: u32, bound: Bound, kinds: Vec<LieKind>) {
+    let told = || -> u64 { t.device_counters().unwrap().device.lies.values().sum() };
+    let before = told();
     t.fault(Fault::Lie {
         seed,
         per_million,
         kinds,
-        count: None,
-        ms: Some(ms),
+        count: bound.count,
+        ms: Some(bound.ms),
     })
     .unwrap();
-    let end = Instant::now() + Duration::from_millis(ms);
+    let end = Instant::now() + Duration::from_millis(bound.ms);
     while Instant::now() < end {
         if let Some(how) = t.exited() {
             panic!("testpmd died while the device lied: {how}\n{}", t.output());
+        }
+        if bound.count.is_some_and(|n| told() >= before + n) {
+            break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -169,7 +184,7 @@ fn the_driver_survives_a_lying_device_and_counts_every_lie() {
     if skip() {
         return;
     }
-    let ms = env_u64("LYING_MS", 4000);
+    let ms = env_u64("LYING_MS", 20_000);
     let seed = env_u64("LYING_SEED", 0x11e5_0fad_e71c_e000);
     let per_million = env_u64("LYING_PER_MILLION", 4000) as u32;
     let env = EmuEnv::new("lying", pair("")).unwrap();
@@ -188,7 +203,17 @@ fn the_driver_survives_a_lying_device_and_counts_every_lie() {
     cmd(&mut t, "port start all");
     cmd(&mut t, "start");
     forwarding(&mut t, 5000, "before the lies");
-    lie(&t, seed, per_million, ms);
+    // LYING_MS alone (a long run) lies for that long; by default, 600
+    // lies within at most 20 s.
+    let count = match std::env::var("LYING_MS") {
+        Ok(_) => std::env::var("LYING_COUNT")
+            .ok()
+            .and_then(|v| v.parse().ok()),
+        Err(_) => Some(env_u64("LYING_COUNT", 600)),
+    };
+    let t_lie = Instant::now();
+    lie(&t, seed, per_million, Bound { count, ms });
+    let lied = t_lie.elapsed();
     forwarding(&mut t, 20_000, "after the lies");
     cmd(&mut t, "stop");
     cmd(&mut t, "port stop all");
@@ -279,7 +304,8 @@ fn the_driver_survives_a_lying_device_and_counts_every_lie() {
         .map(|(_, v)| v)
         .sum();
     eprintln!(
-        "lying: {ms} ms, {} lies told, {refused} garbled completions refused, skipped or dropped, mbufs back: yes",
+        "lying: {} ms, {} lies told, {refused} garbled completions refused, skipped or dropped, mbufs back: yes",
+        lied.as_millis(),
         lies.values().sum::<u64>()
     );
 }
@@ -330,7 +356,11 @@ fn each_kind_of_lie_alone_is_counted_exactly() {
     for (i, kind) in LieKind::ALL.into_iter().enumerate() {
         let x0 = read(&mut t);
         let l0 = t.device_counters().unwrap().device.lies;
-        lie_kinds(&t, 1000 + i as u64, 20_000, 400, vec![kind]);
+        let bound = Bound {
+            count: Some(150),
+            ms: 10_000,
+        };
+        lie_kinds(&t, 1000 + i as u64, 20_000, bound, vec![kind]);
         forwarding(&mut t, 2000, &format!("after {kind:?} lies"));
         let x1 = read(&mut t);
         let l1 = t.device_counters().unwrap().device.lies;
@@ -453,7 +483,11 @@ fn a_lying_device_makes_no_invalid_access_under_valgrind() {
     cmd(&mut t, "start");
     forwarding(&mut t, 200, "under valgrind, before the lies");
     eprintln!("valgrind: traffic after {:?}", t0.elapsed());
-    lie(&t, env_u64("LYING_SEED", 0x7a19e5), 50_000, 3000);
+    let bound = Bound {
+        count: Some(80),
+        ms: 20_000,
+    };
+    lie(&t, env_u64("LYING_SEED", 0x7a19e5), 50_000, bound);
     eprintln!("valgrind: lies over after {:?}", t0.elapsed());
     forwarding(&mut t, 500, "under valgrind, after the lies");
     eprintln!("valgrind: traffic again after {:?}", t0.elapsed());
