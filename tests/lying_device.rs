@@ -478,7 +478,7 @@ fn a_lying_device_makes_no_invalid_access_under_valgrind() {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\nexec valgrind --fair-sched=yes --error-exitcode=99 --errors-for-leak-kinds=none -q --suppressions={} dpdk-testpmd \"$@\"\n",
+            "#!/bin/sh\necho testpmd under valgrind\nexec valgrind --fair-sched=yes --error-exitcode=99 --errors-for-leak-kinds=none -q --suppressions={} dpdk-testpmd \"$@\"\n",
             supp.display()
         ),
     )
@@ -517,6 +517,7 @@ fn a_lying_device_makes_no_invalid_access_under_valgrind() {
         dev.device.lies
     );
     let out = t.quit().unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.contains("testpmd under valgrind"), "{out}");
     assert!(!out.contains("Invalid read"), "{out}");
     assert!(!out.contains("Invalid write"), "{out}");
 }
