@@ -9,7 +9,7 @@ use super::stats::Counter;
 use crate::ffi::consts;
 use crate::ffi::{self, mbuf, rte_mbuf};
 use crate::hw::doorbell::{self, Doorbell};
-use crate::hw::ring::{CompQueue, WorkQueue};
+use crate::hw::ring::{CompQueue, Next, WorkQueue};
 use gdma::{ndis_hash, Cqe, CqeType, RxCompOob, Sge, WqeHeader};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
@@ -27,7 +27,20 @@ pub struct RxStats {
     pub nombuf: Counter,
     pub truncated: Counter,
     pub cqe_unexpected: Counter,
+    /// Slots skipped: owner bits out of phase.
     pub cq_overflow: Counter,
+    /// Slots skipped: left in the previous lap while later ones were written.
+    pub cqe_stale: Counter,
+    /// Completions naming another queue, refused.
+    pub cqe_wrong_queue: Counter,
+    /// Completions naming no posted WQE (outside the ring, off a WQE
+    /// boundary, already completed), refused.
+    pub cqe_bad_wqe: Counter,
+    /// Packets longer than the buffer they were received in, dropped.
+    pub bad_length: Counter,
+    /// Buffers a later completion showed the device had used without a
+    /// completion of their own, dropped (their contents are unknown).
+    pub missed: Counter,
     pub vlan_reinsert_failed: Counter,
     /// Packets delivered to posted buffers but not yet polled when a device
     /// reset tore the queue down.
@@ -396,24 +409,80 @@ impl Burst<'_> {
         true
     }
 
+    /// Frees the posted buffer at the tail: the packet in it, if any, is
+    /// dropped (counted as an error by the caller's reason).
+    fn drop_tail(&mut self) {
+        self.stats().errors.add(1);
+        let m = self.take();
+        // SAFETY: a posted buffer, ours since the device is done with it
+        // (or the queue is going away).
+        unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
+    }
+
+    /// Whether a fresh completion is for this queue and names the next
+    /// posted WQE; buffers it shows the device used without completing are
+    /// dropped first. A completion that fails is counted and refused.
+    fn accept(&mut self, cqe: &Cqe) -> bool {
+        let info = cqe.info;
+        if info.is_sq() || info.wq_num() != self.st.rq.id & 0xff_ffff {
+            self.stats().cqe_wrong_queue.add(1);
+            return false;
+        }
+        let posted = self.st.posted();
+        // The offset must name a posted WQE: an honest device names the
+        // oldest (0 from the tail); further on, the device used the buffers
+        // before it without a completion we could read (missing, garbled,
+        // overwritten). The ring holds twice the WQEs we post (see
+        // `Wq::create_rq`), so a WQE already completed (a repeated
+        // completion) lies at `posted` or more: refused. Any WQE posted is
+        // taken, so the queue never waits for a completion that cannot come.
+        match self.st.rq.bu_from_tail(cqe.rx_oob().rx_wqe_offset()) {
+            Some(d) if d < posted => {
+                if d > 0 {
+                    self.stats().missed.add(u64::from(d));
+                    for _ in 0..d {
+                        self.drop_tail();
+                    }
+                }
+                true
+            }
+            _ => {
+                self.stats().cqe_bad_wqe.add(1);
+                false
+            }
+        }
+    }
+
     fn run(&mut self, pkts: &mut [*mut rte_mbuf]) -> usize {
         let mut got = 0usize;
         let mut consumed = 0u32;
         while got < pkts.len() {
             let (cqe, first) = match self.st.pending.take() {
                 Some((c, k)) => (c, usize::from(k)),
-                None => match self.st.cq.poll() {
-                    Ok(Some(c)) => (c as *const Cqe, 0),
-                    Ok(None) => break,
-                    Err(_) => {
+                None => match self.st.cq.next() {
+                    Next::Cqe(c) => (c as *const Cqe, 0),
+                    Next::Empty => break,
+                    Next::OutOfPhase => {
                         self.stats().cq_overflow.add(1);
-                        break;
+                        continue;
+                    }
+                    Next::Stale => {
+                        self.stats().cqe_stale.add(1);
+                        continue;
                     }
                 },
             };
             // SAFETY: a CQE in the ring; its slot is not reused before the
             // buffers it names are reposted (after this burst).
             let cqe = unsafe { &*cqe };
+            if first == 0 {
+                let before = self.st.posted();
+                let ok = self.accept(cqe);
+                consumed += before - self.st.posted();
+                if !ok {
+                    continue;
+                }
+            }
             let ty = cqe.header().cqe_type_raw();
             if ty != CqeType::RxOkay as u8 && ty != CqeType::RxCoalesced4 as u8 {
                 // A truncated completion is one packet; a garbled one used
@@ -427,11 +496,8 @@ impl Burst<'_> {
                     cqe.rx_oob().num_packets().max(1) as u32
                 };
                 for _ in 0..n.min(self.st.posted()) {
-                    self.stats().errors.add(1);
-                    let m = self.take();
+                    self.drop_tail();
                     consumed += 1;
-                    // SAFETY: the buffer of the failed completion is ours.
-                    unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
                 }
                 continue;
             }
@@ -445,6 +511,15 @@ impl Burst<'_> {
                 if self.st.posted() == 0 {
                     self.stats().cqe_unexpected.add(1);
                     break;
+                }
+                if u32::from(oob.ppi[k].pkt_len()) > self.q.conf.buf_len {
+                    // Longer than the buffer: its length cannot be trusted,
+                    // nor a byte past the buffer read.
+                    self.stats().bad_length.add(1);
+                    self.drop_tail();
+                    consumed += 1;
+                    k += 1;
+                    continue;
                 }
                 let m = self.take();
                 consumed += 1;

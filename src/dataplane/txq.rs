@@ -12,7 +12,7 @@ use super::stats::Counter;
 use super::tx_prepare::Tso;
 use crate::ffi::{self, mbuf, rte_mbuf};
 use crate::hw::doorbell::Doorbell;
-use crate::hw::ring::{CompQueue, WorkQueue};
+use crate::hw::ring::{CompQueue, Next, WorkQueue};
 use gdma::{CqeType, Sge, TxLongOob, TxShortOob, WqeHeader};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
@@ -57,7 +57,18 @@ pub struct TxStats {
     pub linearized: Counter,
     pub cqe_errors: [Counter; TX_ERR_KINDS],
     pub cqe_unexpected: Counter,
+    /// Slots skipped: owner bits out of phase.
     pub cq_overflow: Counter,
+    /// Slots skipped: left in the previous lap while later ones were written.
+    pub cqe_stale: Counter,
+    /// Completions naming another queue, refused.
+    pub cqe_wrong_queue: Counter,
+    /// Completions naming no WQE in flight (outside the ring, not at the
+    /// start of a WQE, already completed), refused.
+    pub cqe_bad_wqe: Counter,
+    /// Unsuppressed WQEs whose completion never came, completed by a later
+    /// one (counted as sent: the device took them).
+    pub missed: Counter,
 }
 
 /// What a transmit queue was set up with; fixed for its life.
@@ -296,8 +307,45 @@ impl Burst<'_> {
         d
     }
 
+    /// How many in-flight WQEs, from the oldest, a completion naming the
+    /// WQE at byte offset `wqe_offset` completes (that WQE included); `None`
+    /// if no WQE in flight starts there.
+    fn completes(&self, wqe_offset: u32) -> Option<u32> {
+        let want = self.st.sq.bu_from_tail(wqe_offset)?;
+        if want >= self.st.sq.head.wrapping_sub(self.st.sq.tail) {
+            return None;
+        }
+        let mut at = 0u32;
+        for k in 0..self.st.desc_len {
+            if at == want {
+                return Some(k + 1);
+            }
+            // SAFETY: k < desc_len: an in-flight descriptor; the index is
+            // masked into the ring.
+            let d = unsafe {
+                &*self
+                    .st
+                    .desc
+                    .add((self.st.desc_tail.wrapping_add(k) & self.st.desc_mask) as usize)
+            };
+            at += u32::from(d.bu);
+            if at > want {
+                return None;
+            }
+        }
+        None
+    }
+
     /// Processes every available completion, freeing the sent mbufs in
     /// bulk. Returns the number of packets completed.
+    ///
+    /// A completion names the WQE it is for (its offset in the ring): it
+    /// completes every WQE in flight up to that one, in order. The ones
+    /// before it are the suppressed run the device completes silently, or
+    /// sends whose own completion never came (counted as missed); either
+    /// way the device took them. A completion for another queue, or naming
+    /// no WQE in flight (a repeated one, one outside the ring), is counted
+    /// and refused: no mbuf is ever freed twice.
     fn reap(&mut self) -> u32 {
         const BULK: usize = 64;
         let mut done: [*mut rte_mbuf; BULK] = [ptr::null_mut(); BULK];
@@ -305,21 +353,35 @@ impl Burst<'_> {
         let mut completed = 0u32;
         let (mut unsent, mut unsent_bytes) = (0u64, 0u64);
         loop {
-            let ty = match self.st.cq.poll() {
-                Ok(Some(cqe)) => cqe.header().cqe_type_raw(),
-                Ok(None) => break,
-                Err(_) => {
+            let (ty, info, off) = match self.st.cq.next() {
+                Next::Cqe(cqe) => (
+                    cqe.header().cqe_type_raw(),
+                    cqe.info,
+                    cqe.tx_oob().offsets.tx_wqe_offset(),
+                ),
+                Next::Empty => break,
+                Next::OutOfPhase => {
                     self.q.stats.cq_overflow.add(1);
-                    break;
+                    continue;
+                }
+                Next::Stale => {
+                    self.q.stats.cqe_stale.add(1);
+                    continue;
                 }
             };
+            if !info.is_sq() || info.wq_num() != self.st.sq.id & 0xff_ffff {
+                self.q.stats.cqe_wrong_queue.add(1);
+                continue;
+            }
+            let Some(n) = self.completes(off) else {
+                self.q.stats.cqe_bad_wqe.add(1);
+                continue;
+            };
             let ok = ty == CqeType::TxOkay as u8;
-            // An OK CQE completes the run of suppressed WQEs up to and
-            // including the next unsuppressed one; an error CQE is per WQE.
-            // An unknown (garbled) one is taken as completing a run, like
-            // the OK it most likely was, so later completions stay in step;
-            // its packets' fate is unknown and they count as errors.
-            let mut whole_run = ok;
+            // An error completion is for its WQE alone; an unknown
+            // (garbled) one leaves the fate of its WQE and the run before
+            // it unknown: they count as errors.
+            let mut unknown = false;
             if !ok {
                 match CqeType::from_raw(ty) {
                     Some(t) if t.is_tx() => {
@@ -328,18 +390,18 @@ impl Burst<'_> {
                     }
                     _ => {
                         self.q.stats.cqe_unexpected.add(1);
-                        whole_run = true;
+                        unknown = true;
                     }
                 }
             }
-            loop {
-                if self.st.desc_len == 0 {
-                    self.q.stats.cqe_unexpected.add(1);
-                    break;
-                }
+            for k in 0..n {
                 let d = self.take_desc();
                 completed += 1;
-                if !ok {
+                let last = k + 1 == n;
+                if !last && !d.suppressed {
+                    self.q.stats.missed.add(1);
+                }
+                if unknown || (last && !ok) {
                     // Counted as sent when posted; the device dropped it.
                     self.q.stats.errors.add(1);
                     unsent += u64::from(d.wire_packets);
@@ -351,9 +413,6 @@ impl Burst<'_> {
                     // SAFETY: the mbufs completed and are ours to free.
                     unsafe { ffi::rte_pktmbuf_free_bulk(done.as_mut_ptr(), BULK as u32) };
                     n_done = 0;
-                }
-                if !(whole_run && d.suppressed) {
-                    break;
                 }
             }
         }

@@ -98,6 +98,25 @@ impl WorkQueue {
         oob_ptr
     }
 
+    /// The ring's size in basic units (a power of two).
+    #[inline(always)]
+    pub fn size_bu(&self) -> u32 {
+        self.size / WQE_BU_SIZE as u32
+    }
+
+    /// Where a completion's WQE byte offset lies relative to the tail, in
+    /// basic units: `None` if the offset is not that of a WQE in this ring
+    /// (outside it, or off a basic-unit boundary). Positions wrap with the
+    /// ring, so the caller bounds the distance by what it has posted.
+    #[inline(always)]
+    pub fn bu_from_tail(&self, wqe_offset: u32) -> Option<u32> {
+        if wqe_offset >= self.size || !wqe_offset.is_multiple_of(WQE_BU_SIZE as u32) {
+            return None;
+        }
+        let bu = wqe_offset / WQE_BU_SIZE as u32;
+        Some(bu.wrapping_sub(self.tail) & (self.size_bu() - 1))
+    }
+
     /// The doorbell tail: the producer position in bytes.
     #[inline(always)]
     pub fn doorbell_tail(&self) -> u32 {
@@ -109,22 +128,44 @@ impl WorkQueue {
 /// so that the first lap expects owner bits 1 over the zeroed ring.
 #[repr(C)]
 pub struct CompQueue {
-    buf: *const Cqe,
+    /// Written only by [`CompQueue::scrub`], never in the empty queue.
+    buf: *mut Cqe,
     /// Entries, a power of two (the driver only creates such queues).
     count: u32,
     shift: u32,
     pub id: u32,
     pub head: u32,
+    /// Polls that found the head slot empty (see [`STALE_SCAN_EVERY`]).
+    idle: u32,
 }
+
+/// Every this many polls finding the head slot empty, the slots after it
+/// are searched for a written one (see [`Next::Stale`]): a lying device
+/// costs a queue that many polls, an honest one a counter.
+pub const STALE_SCAN_EVERY: u32 = 32;
+/// How far that search looks.
+const STALE_SCAN_SLOTS: u32 = 64;
 
 #[repr(C, align(64))]
 struct EmptySlot([u8; gdma::CQE_SIZE]);
 static EMPTY_SLOT: EmptySlot = EmptySlot([0; gdma::CQE_SIZE]);
 
-/// A CQE whose owner bits are neither the previous nor the current lap:
-/// the device lapped the driver, or wrote garbage.
-#[derive(Debug)]
-pub struct Overflow;
+/// What [`CompQueue::next`] found at the consumer index.
+pub enum Next<'a> {
+    /// A completion, consumed.
+    Cqe(&'a Cqe),
+    /// Nothing yet.
+    Empty,
+    /// Owner bits of neither the previous nor the current lap: the slot is
+    /// skipped. Our queues hold a completion for every WQE, so an honest
+    /// device never laps us; this is garbage.
+    OutOfPhase,
+    /// The slot still shows the previous lap while a later one shows the
+    /// current lap: the device wrote it with the wrong phase (or not at
+    /// all) and moved on. The slot is skipped, or the queue would wait for
+    /// it forever. Found by a search every [`STALE_SCAN_EVERY`] empty polls.
+    Stale,
+}
 
 impl CompQueue {
     /// A queue without a ring: one zeroed slot that stays empty (owner 0 is
@@ -132,25 +173,27 @@ impl CompQueue {
     /// retried after a half-done rebuild does, finds nothing.
     pub const fn empty() -> CompQueue {
         CompQueue {
-            buf: &EMPTY_SLOT as *const EmptySlot as *const Cqe,
+            buf: &EMPTY_SLOT as *const EmptySlot as *mut Cqe,
             count: 1,
             shift: 0,
             id: 0,
             head: gdma::cq_initial_index(1),
+            idle: 0,
         }
     }
 
     /// # Safety
-    /// `buf` must point to `count` CQEs that stay valid until the queue is
-    /// reset to [`CompQueue::empty`].
-    pub unsafe fn new(buf: *const u8, count: u32, id: u32) -> CompQueue {
-        debug_assert!(count.is_power_of_two());
+    /// `buf` must point to `count` (at least 2) writable CQEs that stay
+    /// valid until the queue is reset to [`CompQueue::empty`].
+    pub unsafe fn new(buf: *mut u8, count: u32, id: u32) -> CompQueue {
+        debug_assert!(count.is_power_of_two() && count >= 2);
         CompQueue {
-            buf: buf as *const Cqe,
+            buf: buf as *mut Cqe,
             count,
             shift: count.trailing_zeros(),
             id,
             head: gdma::cq_initial_index(count),
+            idle: 0,
         }
     }
 
@@ -170,28 +213,89 @@ impl CompQueue {
         let raw = unsafe { ptr::read_volatile(ptr::addr_of!((*cqe).info) as *const u32) };
         (cqe, CqeInfo::from_raw(u32::from_le(raw)).owner_bits())
     }
-
-    /// The next completion, if the device has written one.
-    #[inline(always)]
-    pub fn poll(&mut self) -> Result<Option<&Cqe>, Overflow> {
-        let (cqe, owner) = self.owner_at(self.head);
-        match cqe_state_lap(owner, self.head >> self.shift) {
-            CqeState::Empty => Ok(None),
-            CqeState::Overflow => Err(Overflow),
-            CqeState::Ready => {
-                // The owner bits were read before the CQE's data (GDMA rule).
-                fence(Ordering::Acquire);
-                self.head = self.head.wrapping_add(1);
-                // SAFETY: a CQE of the ring, which lives as long as the
-                // queue holds it (`new`'s contract); the borrow of `self`
-                // keeps the queue from being reset meanwhile.
-                Ok(Some(unsafe { &*cqe }))
-            }
-        }
-    }
 }
 
 impl CompQueue {
+    /// The next completion, if the device has written one; a slot a lying
+    /// device wrote out of phase is skipped (and reported) rather than
+    /// stopping the queue: the burst counts it and goes on, and the WQE
+    /// offsets of later completions tell which work it stood for.
+    #[inline(always)]
+    pub fn next(&mut self) -> Next<'_> {
+        let head = self.head;
+        let (cqe, owner) = self.owner_at(head);
+        match cqe_state_lap(owner, head >> self.shift) {
+            CqeState::Ready => {}
+            CqeState::Overflow => {
+                self.scrub(head);
+                self.head = head.wrapping_add(1);
+                return Next::OutOfPhase;
+            }
+            CqeState::Empty => {
+                self.idle = self.idle.wrapping_add(1);
+                if !self.idle.is_multiple_of(STALE_SCAN_EVERY) || !self.written_after(head) {
+                    return Next::Empty;
+                }
+                // The device writes slots in order: with a later one
+                // visible, this one is final. Read it again, for it may
+                // have been written between the two reads.
+                fence(Ordering::Acquire);
+                let (_, o) = self.owner_at(head);
+                if cqe_state_lap(o, head >> self.shift) != CqeState::Ready {
+                    self.scrub(head);
+                    self.head = head.wrapping_add(1);
+                    // The run of stale slots may go on: search again at
+                    // the next empty poll.
+                    self.idle = STALE_SCAN_EVERY - 1;
+                    return Next::Stale;
+                }
+            }
+        }
+        // The owner bits were read before the CQE's data (GDMA rule).
+        fence(Ordering::Acquire);
+        self.head = head.wrapping_add(1);
+        // SAFETY: a CQE of the ring, which lives as long as the queue holds
+        // it (`new`'s contract); the borrow of `self` keeps the queue from
+        // being reset meanwhile.
+        Next::Cqe(unsafe { &*cqe })
+    }
+
+    /// Whether one of the slots after `index` (within the search) holds a
+    /// completion of its lap.
+    #[cold]
+    fn written_after(&self, index: u32) -> bool {
+        (1..STALE_SCAN_SLOTS.min(self.count)).any(|i| {
+            let at = index.wrapping_add(i);
+            let (_, o) = self.owner_at(at);
+            cqe_state_lap(o, at >> self.shift) == CqeState::Ready
+        })
+    }
+
+    /// Gives a skipped slot the owner bits of the lap it was skipped in,
+    /// as a consumed one has: left as the device wrote it, a slot one lap
+    /// ahead would read as ready in the next lap (a completion from the
+    /// past), and one lap behind as out of phase, before the device writes
+    /// it again.
+    #[inline(always)]
+    fn scrub(&mut self, index: u32) {
+        if self.count == 1 {
+            // The empty queue (a shared static slot) is always empty.
+            return;
+        }
+        let slot = (index & (self.count - 1)) as usize;
+        let lap = (index >> self.shift) & gdma::CQE_OWNER_MASK;
+        // SAFETY: `slot < count`, inside the writable ring `new` was given
+        // (the empty queue, whose slot is a static, returned above); an
+        // aligned dword of that CQE. The device owns the slot again only
+        // after we consumed it, which is what this write records.
+        unsafe {
+            let info = ptr::addr_of_mut!((*self.buf.add(slot)).info) as *mut u32;
+            let raw = u32::from_le(ptr::read_volatile(info));
+            let raw = CqeInfo::from_raw(raw).with_owner_bits(lap as u8).to_raw();
+            ptr::write_volatile(info, raw.to_le());
+        }
+    }
+
     /// Packets in completions the driver has not consumed yet (at most
     /// `limit` CQEs are examined), without consuming them.
     pub fn ready_count(&self, limit: u32) -> u32 {
@@ -240,7 +344,7 @@ mod tests {
     fn a_detached_completion_queue_is_empty_forever() {
         let mut cq = CompQueue::empty();
         for _ in 0..3 {
-            assert!(matches!(cq.poll(), Ok(None)));
+            assert!(matches!(cq.next(), Next::Empty));
             assert_eq!(cq.ready_count(8), 0);
         }
     }
@@ -256,18 +360,117 @@ mod tests {
             unsafe { (*base.add(slot as usize)).info = info };
         };
         // SAFETY: the vector outlives the queue.
-        let mut cq = unsafe { CompQueue::new(base as *const u8, 4, 9) };
-        assert!(cq.poll().unwrap().is_none());
+        let mut cq = unsafe { CompQueue::new(base as *mut u8, 4, 9) };
+        assert!(matches!(cq.next(), Next::Empty));
         for lap in 1..=9u32 {
             for slot in 0..4 {
                 produce(slot, lap);
-                let c = cq.poll().unwrap().expect("ready");
+                let Next::Cqe(c) = cq.next() else {
+                    panic!("lap {lap} slot {slot} ready")
+                };
                 assert_eq!(c.info.owner_bits(), (lap & 7) as u8);
             }
-            assert!(cq.poll().unwrap().is_none(), "lap {lap} must look empty");
+            assert!(
+                matches!(cq.next(), Next::Empty),
+                "lap {lap} must look empty"
+            );
         }
-        // A slot two laps ahead is an overflow, not a completion.
-        produce(cq.head % 4, cq.head / 4 + 1);
-        assert!(cq.poll().is_err());
+        // A slot two laps ahead is out of phase, not a completion: skipped.
+        let head = cq.head;
+        produce(head % 4, head / 4 + 1);
+        assert!(matches!(cq.next(), Next::OutOfPhase));
+        assert_eq!(cq.head, head + 1);
+    }
+
+    /// What the queue gives, polled as a burst loop would (empty polls
+    /// repeated until the stale-slot search has run).
+    fn poll(cq: &mut CompQueue) -> &'static str {
+        for _ in 0..STALE_SCAN_EVERY {
+            match cq.next() {
+                Next::Empty => continue,
+                Next::Cqe(_) => return "cqe",
+                Next::OutOfPhase => return "out of phase",
+                Next::Stale => return "stale",
+            }
+        }
+        "empty"
+    }
+
+    /// Slots the device left in the previous lap while it wrote later ones
+    /// are skipped (a lying device would otherwise stop the queue for
+    /// good); empty slots with nothing written after them are just empty.
+    #[test]
+    fn stale_slots_before_a_written_one_are_skipped() {
+        let mut ring = vec![Cqe::default(); 8];
+        let base = ring.as_mut_ptr();
+        let produce = |slot: u32, owner: u32| {
+            let info = CqeInfo::try_new(3, false, (owner & 7) as u8).unwrap();
+            // SAFETY: slot < 8, inside the vector, which outlives the queue.
+            unsafe { (*base.add(slot as usize)).info = info };
+        };
+        // SAFETY: the vector outlives the queue.
+        let mut cq = unsafe { CompQueue::new(base as *mut u8, 8, 9) };
+        produce(0, 1);
+        assert_eq!(poll(&mut cq), "cqe");
+        // Slots 1 and 2 keep lap 0's owner bits; slot 3 is written in lap 1.
+        assert_eq!(poll(&mut cq), "empty");
+        produce(3, 1);
+        assert_eq!(poll(&mut cq), "stale");
+        assert_eq!(poll(&mut cq), "stale");
+        assert_eq!(poll(&mut cq), "cqe");
+        assert_eq!(poll(&mut cq), "empty");
+        // Across the ring's end: slots 4 to 7 stale, slot 0 written in lap 2.
+        produce(0, 2);
+        for _ in 4..8 {
+            assert_eq!(poll(&mut cq), "stale");
+        }
+        assert_eq!(poll(&mut cq), "cqe");
+        assert_eq!(cq.head, 8 + 9);
+        assert_eq!(poll(&mut cq), "empty");
+    }
+
+    /// A slot skipped in one lap is not taken for a completion in the
+    /// next: one a lap ahead would otherwise read as ready then, one a lap
+    /// behind as out of phase.
+    #[test]
+    fn a_skipped_slot_reads_empty_in_the_next_lap() {
+        let mut ring = vec![Cqe::default(); 4];
+        let base = ring.as_mut_ptr();
+        let produce = |slot: u32, owner: u32| {
+            let info = CqeInfo::try_new(3, false, (owner & 7) as u8).unwrap();
+            // SAFETY: slot < 4, inside the vector, which outlives the queue.
+            unsafe { (*base.add(slot as usize)).info = info };
+        };
+        // SAFETY: the vector outlives the queue.
+        let mut cq = unsafe { CompQueue::new(base as *mut u8, 4, 9) };
+        // Lap 1: slot 0 a lap ahead, slot 1 a lap behind (then slot 2).
+        produce(0, 2);
+        produce(1, 0);
+        produce(2, 1);
+        produce(3, 1);
+        assert_eq!(poll(&mut cq), "out of phase");
+        assert_eq!(poll(&mut cq), "stale");
+        assert_eq!(poll(&mut cq), "cqe");
+        assert_eq!(poll(&mut cq), "cqe");
+        // Lap 2, nothing written yet: empty, not a completion nor garbage.
+        assert_eq!(poll(&mut cq), "empty");
+        assert_eq!(poll(&mut cq), "empty");
+        produce(0, 2);
+        assert_eq!(poll(&mut cq), "cqe");
+        assert_eq!(poll(&mut cq), "empty");
+    }
+
+    #[test]
+    fn wqe_offsets_are_placed_relative_to_the_tail() {
+        let mut ring = vec![0u8; 256];
+        // SAFETY: the vector outlives the queue.
+        let mut wq = unsafe { WorkQueue::new(ring.as_mut_ptr(), 256, 7) };
+        wq.tail = 6;
+        wq.head = 10;
+        assert_eq!(wq.bu_from_tail(6 * 32), Some(0));
+        assert_eq!(wq.bu_from_tail(32), Some(3), "wraps: BU 9 is slot 1");
+        assert_eq!(wq.bu_from_tail(5 * 32), Some(7), "one behind the tail");
+        assert_eq!(wq.bu_from_tail(256), None, "outside the ring");
+        assert_eq!(wq.bu_from_tail(6 * 32 + 16), None, "off a WQE boundary");
     }
 }
