@@ -65,6 +65,7 @@ afl)
     fi
     # A campaign starts from the seeds, not from an earlier campaign's state.
     rm -rf "$out"
+    mkdir -p "$(dirname "$out")"
     AFL_SKIP_CPUFREQ=1 AFL_NO_UI=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
         AFL_NO_AFFINITY=1 cargo afl fuzz -i "$inputs" -o "$out" -E "$runs" \
         -- fuzz/afl/target/release/net_mana-afl "$target" >"$log" 2>&1 || {

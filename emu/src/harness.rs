@@ -344,6 +344,9 @@ pub struct Pool {
     pub size: u64,
     /// Objects neither in the pool's ring nor in an lcore cache.
     pub in_use: u64,
+    /// Objects in the pool's ring and the lcore caches. More than `size`
+    /// means some object was freed twice.
+    pub free: u64,
 }
 
 pub fn parse_mempools(o: &str) -> Vec<Pool> {
@@ -365,10 +368,18 @@ pub fn parse_mempools(o: &str) -> Vec<Pool> {
             }
         }
         if let (Some(size), Some(common)) = (size, common) {
+            // More free than the pool holds: an object was freed twice
+            // (DPDK's mempool does not check). Fail loudly, here.
+            assert!(
+                cache + common <= size,
+                "mempool {name}: {} objects free (cache {cache} + common {common}) but the pool holds {size}: an object was freed twice",
+                cache + common
+            );
             out.push(Pool {
                 name,
                 size,
                 in_use: size - cache - common,
+                free: cache + common,
             });
         }
     }

@@ -140,6 +140,24 @@ fn counters_inject_and_send_over_the_control_socket() {
     dev.wait_counters(|k| k.ports[0].link_up);
     let (ok, out) = run(&["inject", "--socket", s, "bogus"]);
     assert!(!ok && out.contains("unknown fault"), "{out}");
+    // A lying device: the kinds are checked, then it lies until told not to.
+    let lie = [
+        "inject",
+        "--socket",
+        s,
+        "lie",
+        "--seed",
+        "7",
+        "--per-million",
+        "1000000",
+        "--kinds",
+    ];
+    let (ok, out) = run(&[&lie[..], &["drop,nope"]].concat());
+    assert!(!ok && out.contains("lie: unknown kind nope"), "{out}");
+    let (ok, out) = run(&[&lie[..], &["drop", "--count", "1"]].concat());
+    assert!(ok, "{out}");
+    let (ok, out) = run(&["inject", "--socket", s, "lie-stop"]);
+    assert!(ok, "{out}");
     let (ok, out) = run(&[
         "inject",
         "--socket",

@@ -1,7 +1,7 @@
 //! Fault injection: service reset, hot remove, link, TX pause, CQE delay
 //! and corruption, allocation failures, kernel interface up, triggers.
 
-use mana_emu::device::{Fault, Trigger};
+use mana_emu::device::{Fault, LieKind, Trigger};
 use mana_emu::ffi::{IBV_EVENT_DEVICE_FATAL, IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ERR};
 use mana_emu::testing::*;
 use mana_emu::wire;
@@ -219,6 +219,48 @@ fn cqe_corruption_garbles_type_and_reserved_bits() {
     );
     assert_eq!(c[1].cqe_type, wire::CQE_TX_OKAY);
     assert_eq!(c[1].reserved_info, 0);
+}
+
+/// The same seed and the same work give the same lies, counted per kind;
+/// `count` ends them. Repeated CQEs take a slot more, missing ones none.
+#[test]
+fn a_lying_device_is_reproducible_from_its_seed() {
+    let run = |name: &str| {
+        let dev = TestDevice::new(name, two_sinks());
+        let ctx = dev.open();
+        let mut tx = ctx.tx_queue(1, 64).unwrap();
+        dev.fault(Fault::Lie {
+            seed: 42,
+            per_million: 300_000,
+            kinds: vec![
+                LieKind::UnknownType,
+                LieKind::WrongQueue,
+                LieKind::BadWqeOffset,
+                LieKind::Duplicate,
+                LieKind::Drop,
+            ],
+            count: Some(10),
+            ms: None,
+        })
+        .unwrap();
+        let mut cqes = Vec::new();
+        for i in 0..40 {
+            tx.post(&udp(i));
+            tx.ring();
+            dev.settle();
+            cqes.extend(tx.cq.poll());
+        }
+        (cqes, dev.counters().device.lies)
+    };
+    let (a, lies) = run("lie-a");
+    let (b, lies_b) = run("lie-b");
+    assert_eq!(lies.values().sum::<u64>(), 10, "{lies:?}");
+    assert_eq!(lies, lies_b);
+    assert_eq!(a, b);
+    let n = |k: &str| lies.get(k).copied().unwrap_or(0);
+    assert_eq!(a.len() as u64, 40 + n("duplicate") - n("drop"));
+    let garbled = a.iter().filter(|c| c.cqe_type >= 50).count() as u64;
+    assert_eq!(garbled, n("unknown_type"));
 }
 
 #[test]

@@ -206,6 +206,18 @@ unsafe extern "C" fn on_async_event(arg: *mut c_void) {
             crate::control::reset::on_device_fatal(port);
             return;
         }
+        if kind > ffi::IBV_EVENT_WQ_FATAL {
+            // Not a verbs event: a device that lies could send these by the
+            // thousand, so the log says so at 1, 2, 4, 8, ... of them.
+            let n = port.unknown_events.fetch_add(1, Ordering::Relaxed) + 1;
+            if n.is_power_of_two() {
+                warn!(
+                    "{}: ignoring device event of unknown type {kind} ({n} so far; xstat unknown_device_events)",
+                    port.name
+                );
+            }
+            continue;
+        }
         warn!("{}: ignoring device event {kind}", port.name);
     }
 }

@@ -134,6 +134,9 @@ pub struct Port {
     /// Per-queue epoll fds standing in for the completion channels.
     pub rx_epfds: Mutex<Vec<c_int>>,
     pub reset: crate::control::reset::Reset,
+    /// Asynchronous device events of a type verbs does not define, ignored
+    /// (xstat `unknown_device_events`; primary process only).
+    pub unknown_events: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: the raw eth_dev pointer refers to DPDK's static device array,
@@ -313,6 +316,7 @@ pub fn create(
         intr,
         rx_epfds: Mutex::new(Vec::new()),
         reset: crate::control::reset::Reset::new(),
+        unknown_events: std::sync::atomic::AtomicU64::new(0),
     });
     port.set_ctx(ctx);
     // SAFETY: the ethdev is ours until probing_finish publishes it.

@@ -79,6 +79,13 @@ impl MbufRing {
         unsafe { *self.slots.add(self.index(self.tail)) }
     }
 
+    /// The entry at position `pos` (between `tail` and `head`).
+    #[inline(always)]
+    pub fn at(&self, pos: u32) -> *mut rte_mbuf {
+        // SAFETY: the index is masked into the `n` slots `new` was given.
+        unsafe { *self.slots.add(self.index(pos)) }
+    }
+
     /// The oldest entries, at most `max` (`max <= len()`) and not past the
     /// end of the slot array, left in place (see [`MbufRing::skip`]).
     #[inline(always)]

@@ -11,7 +11,7 @@ use super::stats::Counter;
 use crate::ffi::consts;
 use crate::ffi::{self, mbuf, rte_mbuf};
 use crate::hw::doorbell::{self, Doorbell};
-use crate::hw::ring::{CompQueue, WorkQueue};
+use crate::hw::ring::{queue_tag, CompQueue, CqReader, Next, WorkQueue};
 use gdma::{Cqe, CqeType, Sge, WqeHeader};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
@@ -30,7 +30,20 @@ pub struct RxStats {
     pub nombuf: Counter,
     pub truncated: Counter,
     pub cqe_unexpected: Counter,
+    /// Slots skipped: owner bits out of phase.
     pub cq_overflow: Counter,
+    /// Slots skipped: left in the previous lap while later ones were written.
+    pub cqe_stale: Counter,
+    /// Completions naming another queue, refused.
+    pub cqe_wrong_queue: Counter,
+    /// Completions naming no posted WQE (outside the ring, off a WQE
+    /// boundary, already completed), refused.
+    pub cqe_bad_wqe: Counter,
+    /// Packets longer than the buffer they were received in, dropped.
+    pub bad_length: Counter,
+    /// Buffers a later completion showed the device had used without a
+    /// completion of their own, dropped (their contents are unknown).
+    pub missed: Counter,
     pub vlan_reinsert_failed: Counter,
     /// Packets delivered to posted buffers but not yet polled when a device
     /// reset tore the queue down.
@@ -339,6 +352,100 @@ impl RxQueue {
         n
     }
 
+    /// One step past what ended a burst's fast loop: an empty queue (None),
+    /// a skipped slot, a refused completion, or one completion of any kind
+    /// taken whole (the packets it delivered into `pkts`, which is not
+    /// empty, and their bytes; a coalesced one may leave the rest in
+    /// `pending`).
+    #[cold]
+    #[inline(never)]
+    fn slow(
+        &self,
+        cq: &mut CqReader<'_>,
+        posted: &mut MbufRing,
+        rq: &WorkQueue,
+        rq_base: u32,
+        pkts: &mut [*mut rte_mbuf],
+        pending: &mut Option<(*const Cqe, u8)>,
+    ) -> Option<(usize, u64)> {
+        let c = match cq.next() {
+            Next::Cqe(c) => c,
+            Next::Empty => return None,
+            Next::OutOfPhase => {
+                self.stats.cq_overflow.add(1);
+                return Some((0, 0));
+            }
+            Next::Stale => {
+                self.stats.cqe_stale.add(1);
+                return Some((0, 0));
+            }
+        };
+        if !self.accept(c, posted, rq, rq_base) {
+            return Some((0, 0));
+        }
+        let ty = c.header().cqe_type_raw();
+        if ty == CqeType::RxOkay as u8 {
+            let oob = c.rx_oob();
+            let len = oob.ppi[0].pkt_len();
+            let m = posted.take();
+            if len == 0 {
+                // An empty packet: the buffer was used for nothing.
+                self.stats.cqe_unexpected.add(1);
+                self.discard(m);
+            } else if u32::from(len) > self.conf.buf_len {
+                // Longer than the buffer: its length cannot be trusted, nor
+                // a byte past the buffer read.
+                self.stats.bad_length.add(1);
+                self.discard(m);
+            } else if self.fill(m, oob.flags.to_raw(), len, oob.ppi[0].pkt_hash()) {
+                pkts[0] = m;
+                return Some((1, u64::from(len)));
+            } else {
+                self.discard(m);
+            }
+            Some((0, 0))
+        } else if ty == CqeType::RxCoalesced4 as u8 {
+            let (g, b, p) = self.coalesced(posted, c, 0, pkts);
+            *pending = p;
+            Some((g, b))
+        } else {
+            self.failed_completion(posted, c, ty);
+            Some((0, 0))
+        }
+    }
+
+    /// Whether a fresh completion is for this queue and names a posted
+    /// WQE; buffers before it, which the device used without a completion
+    /// we could read (missing, garbled, overwritten), are dropped first. A
+    /// completion that fails is counted and refused. The RQ holds twice
+    /// the WQEs we post (see `Wq::create_rq`), so a WQE already completed
+    /// (a repeated completion) lies at `posted.len()` or more from the
+    /// tail: refused. Any WQE posted is taken, so the queue never waits for
+    /// a completion that cannot come.
+    fn accept(&self, c: &Cqe, posted: &mut MbufRing, rq: &WorkQueue, rq_base: u32) -> bool {
+        let info = c.info;
+        if info.is_sq() || info.wq_num() != rq.id & 0xff_ffff {
+            self.stats.cqe_wrong_queue.add(1);
+            return false;
+        }
+        let tail = rq_base.wrapping_add(posted.tail);
+        match rq.bu_from(tail, c.rx_oob().rx_wqe_offset()) {
+            Some(d) if d < posted.len() => {
+                if d > 0 {
+                    self.stats.missed.add(u64::from(d));
+                    for _ in 0..d {
+                        self.discard(posted.take());
+                    }
+                }
+                true
+            }
+            _ => {
+                self.stats.cqe_bad_wqe.add(1);
+                false
+            }
+        }
+    }
+
     /// Takes packets `first..` of a coalesced completion into `pkts`;
     /// returns where it stopped if `pkts` filled up. Returns (delivered,
     /// bytes, where to resume).
@@ -368,6 +475,12 @@ impl RxQueue {
             let m = posted.take();
             let (len, hash) = (oob.ppi[k].pkt_len(), oob.ppi[k].pkt_hash());
             k += 1;
+            if u32::from(len) > self.conf.buf_len {
+                // Longer than the buffer: dropped (see `slow`).
+                self.stats.bad_length.add(1);
+                self.discard(m);
+                continue;
+            }
             if self.fill(m, flags, len, hash) {
                 pkts[got] = m;
                 got += 1;
@@ -475,6 +588,12 @@ impl Burst<'_> {
     }
 
     /// Receives up to `pkts.len()` packets and reposts what they used.
+    ///
+    /// Every completion is checked against the queue: the fast loop takes
+    /// one only if it is for this RQ (one compare of the info dword, with
+    /// the owner bits), names the oldest posted WQE and reports a length
+    /// that fits the buffer; anything else goes to [`RxQueue::slow`], which
+    /// counts, drops and resyncs.
     fn run(&mut self, pkts: &mut [*mut rte_mbuf]) -> usize {
         let q = self.q;
         let st = &mut *self.st;
@@ -482,6 +601,11 @@ impl Burst<'_> {
         let (mut got, mut bytes) = (0usize, 0u64);
         // Both rings' cursors stay in registers for the loop.
         let mut posted = st.posted;
+        // The RQ position of the buffer at `posted.tail` is `rq_base +
+        // posted.tail` (one basic unit per buffer).
+        let rq_base = st.rq.tail.wrapping_sub(posted.tail);
+        let (rq, tag, off_mask) = (&st.rq, queue_tag(st.rq.id, false), st.rq.offset_mask());
+        let buf_len = q.conf.buf_len;
         let mut pending = None;
         if let Some((cqe, k)) = st.pending.take() {
             (got, bytes, pending) = q.coalesced(&mut posted, cqe, usize::from(k), pkts);
@@ -495,15 +619,21 @@ impl Burst<'_> {
             let bufs = posted.oldest_run(want);
             let out = &mut pkts[got..];
             let limit = bufs.len().min(out.len());
-            let mut run = cq.run(limit as u32);
+            let mut run = cq.run(limit as u32, tag);
+            let mut off = rq.wqe_offset(rq_base.wrapping_add(posted.tail));
             let (mut k, mut dropped) = (0usize, 0usize);
             while k < limit {
                 let Some(c) = run.next() else { break };
                 let oob = c.rx_oob();
                 let len = oob.ppi[0].pkt_len();
-                if c.header().cqe_type_raw() != CqeType::RxOkay as u8 || len == 0 {
+                // Of the right kind, for the oldest buffer, 1..=buf_len bytes.
+                if c.header().cqe_type_raw() != CqeType::RxOkay as u8
+                    || oob.rx_wqe_offset() != off
+                    || u32::from(len).wrapping_sub(1) >= buf_len
+                {
                     break;
                 }
+                off = off.wrapping_add(gdma::WQE_BU_SIZE as u32) & off_mask;
                 let m = bufs[k];
                 out[k] = m;
                 bytes += u64::from(len);
@@ -526,43 +656,20 @@ impl Burst<'_> {
                 break;
             }
             // What ended the run: nothing more, the ring's end, a
-            // completion of another kind, or no buffer left for it.
-            let c = match cq.poll() {
-                Ok(Some(c)) => c,
-                Ok(None) => break,
-                Err(_) => {
-                    q.stats.cq_overflow.add(1);
-                    break;
-                }
+            // completion of another kind or one that fails a check, or no
+            // buffer left for it.
+            let Some((g, b)) = q.slow(
+                &mut cq,
+                &mut posted,
+                rq,
+                rq_base,
+                &mut pkts[got..],
+                &mut pending,
+            ) else {
+                break;
             };
-            let ty = c.header().cqe_type_raw();
-            if ty == CqeType::RxOkay as u8 {
-                let oob = c.rx_oob();
-                let len = oob.ppi[0].pkt_len();
-                if posted.is_empty() {
-                    q.stats.cqe_unexpected.add(1);
-                    continue;
-                }
-                let m = posted.take();
-                if len == 0 {
-                    // An empty packet: the buffer was used for nothing.
-                    q.stats.cqe_unexpected.add(1);
-                    q.discard(m);
-                } else if q.fill(m, oob.flags.to_raw(), len, oob.ppi[0].pkt_hash()) {
-                    pkts[got] = m;
-                    got += 1;
-                    bytes += u64::from(len);
-                } else {
-                    q.discard(m);
-                }
-            } else if ty == CqeType::RxCoalesced4 as u8 {
-                let (g, b, p) = q.coalesced(&mut posted, c, 0, &mut pkts[got..]);
-                got += g;
-                bytes += b;
-                pending = p;
-            } else {
-                q.failed_completion(&mut posted, c, ty);
-            }
+            got += g;
+            bytes += b;
         }
         drop(cq);
         st.pending = pending;
@@ -581,7 +688,7 @@ impl Burst<'_> {
 
     /// Nothing to do: no completion, none pending, no buffer owed.
     #[inline(always)]
-    fn idle(&self) -> bool {
+    fn idle(&mut self) -> bool {
         self.st.pending.is_none() && self.st.deficit == 0 && self.st.cq.is_empty()
     }
 }
@@ -629,7 +736,7 @@ pub unsafe extern "C" fn rx_burst(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u
         return 0;
     };
     let st = q.burst_state(&mut pass);
-    let b = q.burst(st);
+    let mut b = q.burst(st);
     if b.idle() {
         return 0;
     }

@@ -19,8 +19,8 @@ use super::stats::Counter;
 use super::tx_prepare::Tso;
 use crate::ffi::{self, consts, mbuf, rte_mbuf};
 use crate::hw::doorbell::Doorbell;
-use crate::hw::ring::{CompQueue, WorkQueue, WqWriter};
-use gdma::{CqeType, Sge, TxShortOob, WqeHeader};
+use crate::hw::ring::{queue_tag, CompQueue, Next, WorkQueue, WqWriter};
+use gdma::{CqeInfo, CqeType, Sge, TxShortOob, WqeHeader};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 use std::ptr::{self, NonNull};
@@ -32,6 +32,9 @@ use std::ptr::{self, NonNull};
 struct Run {
     end: u32,
     sq_end: u32,
+    /// The byte offset in the SQ of the run's last WQE: what the OK
+    /// completion of the run names.
+    last: u32,
     /// Every packet of the run is one direct segment of one pool, as
     /// `MBUF_FAST_FREE` promises: freed with one `rte_mempool_put_bulk`.
     fast: bool,
@@ -72,7 +75,18 @@ pub struct TxStats {
     pub linearized: Counter,
     pub cqe_errors: [Counter; TX_ERR_KINDS],
     pub cqe_unexpected: Counter,
+    /// Slots skipped: owner bits out of phase.
     pub cq_overflow: Counter,
+    /// Slots skipped: left in the previous lap while later ones were written.
+    pub cqe_stale: Counter,
+    /// Completions naming another queue, refused.
+    pub cqe_wrong_queue: Counter,
+    /// Completions naming no WQE in flight (outside the ring, not at the
+    /// start of a WQE, already completed), refused.
+    pub cqe_bad_wqe: Counter,
+    /// Unsuppressed WQEs whose completion never came, completed by a later
+    /// one (counted as sent: the device took them).
+    pub missed: Counter,
 }
 
 /// What a transmit queue was set up with; fixed for its life.
@@ -357,20 +371,73 @@ impl Burst<'_> {
         }
     }
 
+    /// How many sends in flight, from the oldest, a completion naming the
+    /// WQE at byte offset `wqe_offset` completes (that WQE included); `None`
+    /// if no WQE in flight starts there.
+    fn completes(&mut self, wqe_offset: u32) -> Option<u32> {
+        let want = self.st.sq.bu_from_tail(wqe_offset)?;
+        if want >= self.st.sq.head.wrapping_sub(self.st.sq.tail) {
+            return None;
+        }
+        let long_vp = self.st.long_vp.is_some();
+        let (tail, sq_tail) = (self.st.inflight.tail, self.st.sq.tail);
+        let mut run = self.st.run_tail;
+        let mut at = 0u32;
+        for k in 0..self.st.inflight.len() {
+            if at == want {
+                return Some(k + 1);
+            }
+            let pos = tail.wrapping_add(k);
+            let r = *self.st.run_at(run);
+            if pos.wrapping_add(1) == r.end {
+                // The run's end: where the next one starts in the SQ.
+                at = r.sq_end.wrapping_sub(sq_tail);
+                run = run.wrapping_add(1);
+            } else {
+                at += Sent::of(self.st.inflight.at(pos), long_vp).bu;
+            }
+            if at > want {
+                return None;
+            }
+        }
+        None
+    }
+
     /// Processes every available completion, freeing the sent mbufs in
     /// bulk. Returns the number of packets completed.
+    ///
+    /// A completion names the WQE it is for (its offset in the ring): it
+    /// completes every WQE in flight up to that one, in order. The ones
+    /// before it are the suppressed run the device completes silently, or
+    /// sends whose own completion never came (counted as missed); either
+    /// way the device took them. A completion for another queue, or naming
+    /// no WQE in flight (a repeated one, one outside the ring), is counted
+    /// and refused: no mbuf is ever freed twice.
     fn reap(&mut self) -> u32 {
         let mut completed = 0u32;
+        let tag = queue_tag(self.st.sq.id, true);
         loop {
-            let ty = match self.st.cq.poll() {
-                Ok(Some(cqe)) => cqe.header().cqe_type_raw(),
-                Ok(None) => break,
-                Err(_) => {
+            let (ty, info, off) = match self.st.cq.next() {
+                Next::Cqe(cqe) => (
+                    cqe.header().cqe_type_raw(),
+                    cqe.info,
+                    cqe.tx_oob().offsets.tx_wqe_offset(),
+                ),
+                Next::Empty => break,
+                Next::OutOfPhase => {
                     self.q.stats.cq_overflow.add(1);
-                    break;
+                    continue;
+                }
+                Next::Stale => {
+                    self.q.stats.cqe_stale.add(1);
+                    continue;
                 }
             };
-            if ty == CqeType::TxOkay as u8 && self.st.run_tail != self.st.run_head {
+            if ty == CqeType::TxOkay as u8
+                && info.to_raw() & queue_tag(0xff_ffff, true) == tag
+                && self.st.run_tail != self.st.run_head
+                && off == self.st.run_at(self.st.run_tail).last
+            {
                 // The oldest run is complete (what error completions left
                 // of it).
                 let r = *self.st.run_at(self.st.run_tail);
@@ -380,54 +447,65 @@ impl Burst<'_> {
                 self.st.sq.tail = r.sq_end;
                 completed += n;
             } else {
-                completed += self.failed(ty);
+                completed += self.resync(ty, info, off);
             }
         }
         completed
     }
 
-    /// A completion other than the OK of a run in flight. Returns how many
-    /// sends it completed.
+    /// A completion other than the OK of the oldest run in flight: checked
+    /// against the queue (refused and counted if it names another queue or
+    /// no WQE in flight), it completes every send up to the WQE it names.
+    /// Returns how many sends it completed.
     #[cold]
     #[inline(never)]
-    fn failed(&mut self, ty: u8) -> u32 {
-        if self.st.run_tail == self.st.run_head {
-            // Nothing in flight to complete.
-            self.q.stats.cqe_unexpected.add(1);
+    fn resync(&mut self, ty: u8, info: CqeInfo, off: u32) -> u32 {
+        if !info.is_sq() || info.wq_num() != self.st.sq.id & 0xff_ffff {
+            self.q.stats.cqe_wrong_queue.add(1);
             return 0;
         }
-        // An error completion is for one WQE: the oldest. An unknown
-        // (garbled) one is taken as completing a run, like the OK it most
-        // likely was, so later completions stay in step; its packets' fate
-        // is unknown and they count as errors.
-        let n = match CqeType::from_raw(ty) {
-            Some(t) if t.is_tx() => {
-                let i = usize::from(ty - CqeType::TxOkay as u8).min(TX_ERR_KINDS - 1);
-                self.q.stats.cqe_errors[i].add(1);
-                1
-            }
-            _ => {
-                self.q.stats.cqe_unexpected.add(1);
-                let end = self.st.run_at(self.st.run_tail).end;
-                end.wrapping_sub(self.st.inflight.tail)
-            }
+        let Some(n) = self.completes(off) else {
+            self.q.stats.cqe_bad_wqe.add(1);
+            return 0;
         };
+        // An error completion is for its WQE alone; an unknown (garbled)
+        // one leaves the fate of its WQE and those before it unknown: they
+        // count as errors.
+        let ok = ty == CqeType::TxOkay as u8;
+        let mut unknown = false;
+        if !ok {
+            match CqeType::from_raw(ty) {
+                Some(t) if t.is_tx() => {
+                    let i = usize::from(ty - CqeType::TxOkay as u8).min(TX_ERR_KINDS - 1);
+                    self.q.stats.cqe_errors[i].add(1);
+                }
+                _ => {
+                    self.q.stats.cqe_unexpected.add(1);
+                    unknown = true;
+                }
+            }
+        }
         let (mut unsent, mut unsent_bytes) = (0u64, 0u64);
-        for _ in 0..n {
+        for k in 0..n {
             let s = self.st.oldest_sent();
-            // Counted as sent when posted; the device dropped it.
-            self.q.stats.errors.add(1);
-            unsent += u64::from(s.packets);
-            unsent_bytes += u64::from(s.bytes);
+            let last = k + 1 == n;
+            let r = *self.st.run_at(self.st.run_tail);
+            let ends_run = self.st.inflight.tail.wrapping_add(1) == r.end;
+            if !last && ends_run {
+                // An unsuppressed WQE whose own completion never came.
+                self.q.stats.missed.add(1);
+            }
+            if unknown || (last && !ok) {
+                // Counted as sent when posted; the device dropped it.
+                self.q.stats.errors.add(1);
+                unsent += u64::from(s.packets);
+                unsent_bytes += u64::from(s.bytes);
+            }
             self.st.sq.tail = self.st.sq.tail.wrapping_add(s.bu);
             self.free_oldest(1, false);
-            let tail = self.st.inflight.tail;
-            let r = *self.st.run_at(self.st.run_tail);
-            if tail == r.end {
-                // The run is used up.
+            if ends_run {
                 self.st.sq.tail = r.sq_end;
                 self.st.run_tail = self.st.run_tail.wrapping_add(1);
-                break;
             }
         }
         self.q.stats.packets.sub(unsent);
@@ -533,9 +611,11 @@ impl Burst<'_> {
             // device has not been told about it yet.
             unsafe { *last_oob &= !bits::SUPPRESS_BYTE0 };
             let pos = st.run_head;
+            let last = st.sq.offset_of_oob(last_oob);
             *st.run_at(pos) = Run {
                 end: ring.head,
                 sq_end,
+                last,
                 fast: one_pool,
             };
             st.run_head = pos.wrapping_add(1);

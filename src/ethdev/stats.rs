@@ -22,6 +22,11 @@ const RX: &[(&str, RxField)] = &[
     ("truncated_drops", |q| &q.stats.truncated),
     ("unexpected_completions", |q| &q.stats.cqe_unexpected),
     ("cq_overflows", |q| &q.stats.cq_overflow),
+    ("stale_completions", |q| &q.stats.cqe_stale),
+    ("wrong_queue_completions", |q| &q.stats.cqe_wrong_queue),
+    ("bad_wqe_completions", |q| &q.stats.cqe_bad_wqe),
+    ("bad_length_drops", |q| &q.stats.bad_length),
+    ("missed_completions", |q| &q.stats.missed),
     ("vlan_reinsert_errors", |q| &q.stats.vlan_reinsert_failed),
     ("lost_to_reset", |q| &q.stats.lost_to_reset),
 ];
@@ -45,6 +50,10 @@ const TX: &[(&str, TxField)] = &[
     ("vlan_violation_completions", |q| &q.stats.cqe_errors[9]),
     ("unexpected_completions", |q| &q.stats.cqe_unexpected),
     ("cq_overflows", |q| &q.stats.cq_overflow),
+    ("stale_completions", |q| &q.stats.cqe_stale),
+    ("wrong_queue_completions", |q| &q.stats.cqe_wrong_queue),
+    ("bad_wqe_completions", |q| &q.stats.cqe_bad_wqe),
+    ("missed_completions", |q| &q.stats.missed),
 ];
 
 /// The port's queues inside one of its ethdev ops.
@@ -102,6 +111,12 @@ pub unsafe extern "C" fn stats_reset(dev: *mut rte_eth_dev) -> c_int {
     for (_, t) in q.iter::<TxQueue>() {
         TX.iter().for_each(|(_, f)| f(t).reset());
     }
+    // SAFETY: DPDK calls this op with a live ethdev whose data outlives it.
+    let port_id = unsafe { (*(*dev).data).port_id };
+    if let Some(p) = crate::control::port::Port::lookup(port_id) {
+        p.unknown_events
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+    }
     0
 }
 
@@ -124,6 +139,11 @@ fn collect(dev: *mut rte_eth_dev) -> Vec<(String, u64)> {
             out.push((format!("tx_q{i}_{name}"), t.map_or(0, |t| f(t).get())));
         }
     }
+    // Counted by the primary's event handler; 0 in a secondary.
+    let unknown = crate::control::port::Port::lookup(d.port_id).map_or(0, |p| {
+        p.unknown_events.load(std::sync::atomic::Ordering::Relaxed)
+    });
+    out.push(("unknown_device_events".into(), unknown));
     out
 }
 

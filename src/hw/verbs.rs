@@ -379,7 +379,12 @@ impl Wq {
         let mut attr = ffi::ibv_wq_init_attr {
             wq_type: ffi::IBV_WQT_RQ,
             max_wr,
-            max_sge: 1,
+            // We post one-SGE WQEs (one basic unit each); asking for room
+            // for two makes libmana size the ring for twice as many, so
+            // WQE offsets, which wrap with the ring, stay unambiguous: a
+            // completion naming a WQE before the oldest posted one (a
+            // repeated one) can never be taken for one ahead of it.
+            max_sge: 2,
             pd: parent.as_ptr(),
             cq: cq.as_ptr(),
             ..Default::default()

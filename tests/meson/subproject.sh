@@ -16,16 +16,19 @@
 #     loopback port and receives all 32.
 #
 # Usage: tests/meson/subproject.sh [VERSION]
-# Work and build directories: target/meson-subproject-<VERSION>/ (kept, so
-# a second run only rebuilds what changed).
+# Work and build directories: /var/cache/net-mana/meson-subproject-<VERSION>/
+# (NET_MANA_CACHE; kept across runs and clones, so a second run rebuilds
+# only what changed in the tree, not DPDK; one run at a time, by a lock).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 v=${1:-26.07}
 prefix=$(scripts/dpdk.sh "$v")
 dpdk_src=$(dirname "$prefix")/src
-work=$REPO/target/meson-subproject-$v
+work=${NET_MANA_CACHE:-/var/cache/net-mana}/meson-subproject-$v
 mkdir -p "$work"
+exec 9>"$work.lock"
+flock 9
 fail() { echo "subproject.sh: $*" >&2; exit 1; }
 
 # DPDK's meson runs python3 from PATH and needs elftools (see dpdk.sh).

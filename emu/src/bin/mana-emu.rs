@@ -8,6 +8,9 @@
 //!     reset --pci P [--down-ms N] [--new-name NAME] | hot-remove --pci P | hot-add --pci P
 //!     link-down --mac M | link-up --mac M | tx-pause --mac M | tx-resume --mac M
 //!     cqe-delay --ms N --count N | cqe-corrupt --count N | alloc-fail --count N
+//!     lie --seed N --per-million N [--kinds K,K...] [--count N] [--ms N] | lie-stop
+//!       (kinds: owner_phase unknown_type bad_length wrong_queue bad_wqe_offset
+//!        duplicate drop unknown_event; all if not given)
 //!     kernel-if --mac M up|down
 //! mana-emu send [SOCKET-OPTS] --mac M (--pcap FILE | --hex HEX ...)
 //! mana-emu ping [SOCKET-OPTS]
@@ -17,7 +20,7 @@
 //! ```
 
 use mana_emu::control::{self, Request};
-use mana_emu::device::{Fault, Trigger};
+use mana_emu::device::{Fault, LieKind, Trigger};
 use mana_emu::Config;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,6 +133,27 @@ fn fault(a: &mut Args) -> Result<(Fault, Trigger), String> {
         "cqe-corrupt" => Fault::CqeCorrupt {
             count: a.num("--count")? as u32,
         },
+        "lie" => {
+            let kinds = match a.take_opt("--kinds") {
+                Some(k) => k
+                    .split(',')
+                    .map(|k| LieKind::parse(k.trim()).ok_or(format!("lie: unknown kind {k}")))
+                    .collect::<Result<Vec<_>, _>>()?,
+                None => Vec::new(),
+            };
+            let opt = |v: Option<String>, what: &str| -> Result<Option<u64>, String> {
+                v.map(|v| v.parse().map_err(|_| format!("{what}: not a number")))
+                    .transpose()
+            };
+            Fault::Lie {
+                seed: a.num("--seed")?,
+                per_million: a.num("--per-million")? as u32,
+                kinds,
+                count: opt(a.take_opt("--count"), "--count")?,
+                ms: opt(a.take_opt("--ms"), "--ms")?,
+            }
+        }
+        "lie-stop" => Fault::LieStop,
         "alloc-fail" => Fault::AllocFail {
             count: a.num("--count")? as u32,
         },

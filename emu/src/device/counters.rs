@@ -65,6 +65,18 @@ pub struct DeviceCounters {
     /// the port kept its MTU.
     #[serde(default)]
     pub mtu_file_invalid: u64,
+    /// What `Fault::Lie` did, by kind: owner_stale, owner_ahead,
+    /// unknown_type, bad_length, wrong_queue, wqe_outside, wqe_misaligned,
+    /// duplicate, drop, unknown_event.
+    #[serde(default)]
+    pub lies: BTreeMap<String, u64>,
+}
+
+impl DeviceCounters {
+    /// How many lies of this kind were told.
+    pub fn lies(&self, what: &str) -> u64 {
+        self.lies.get(what).copied().unwrap_or(0)
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

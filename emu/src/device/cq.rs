@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 use super::dma;
+use super::lies::Lie;
 use super::objects::Channel;
 use super::{Res, State, EBUSY, EINVAL, ENOMEM};
 use crate::fd::{pipe, write_fd};
@@ -96,14 +97,39 @@ impl State {
         }
     }
 
-    pub(super) fn post_cqe(&mut self, cqh: u32, mut data: [u8; 60], wq_num: u32, is_sq: bool) {
+    pub(super) fn post_cqe(&mut self, cqh: u32, data: [u8; 60], wq_num: u32, is_sq: bool) {
+        let Some(c) = self.cqs.get(&cqh) else {
+            return;
+        };
+        let count = u64::from(c.count);
+        let owner = ((c.prod / count) & wire::OWNER_MASK) as u32;
+        let info = wire::cqe_info(wq_num, is_sq, owner);
+        match self.pick_lie(cqh, &data, info, owner) {
+            Lie::Honest => self.write_cqe(cqh, data, info),
+            Lie::Owner(o) => {
+                let info = (info & !(7u32 << 29)) | (o << 29);
+                self.write_cqe(cqh, data, info)
+            }
+            Lie::Data(d) => self.write_cqe(cqh, d, info),
+            Lie::Info(i) => self.write_cqe(cqh, data, i),
+            Lie::Duplicate => {
+                self.write_cqe(cqh, data, info);
+                let Some(c) = self.cqs.get(&cqh) else { return };
+                let owner = ((c.prod / count) & wire::OWNER_MASK) as u32;
+                self.write_cqe(cqh, data, wire::cqe_info(wq_num, is_sq, owner));
+            }
+            Lie::Drop => {}
+        }
+    }
+
+    /// Writes a CQE at the producer index (delayed if asked), with `info`
+    /// as given (its owner bits included).
+    fn write_cqe(&mut self, cqh: u32, mut data: [u8; 60], mut info: u32) {
         let Some(c) = self.cqs.get_mut(&cqh) else {
             return;
         };
         let count = u64::from(c.count);
         let slot = (c.prod % count) as usize;
-        let owner = ((c.prod / count) & wire::OWNER_MASK) as u32;
-        let mut info = wire::cqe_info(wq_num, is_sq, owner);
         if self.cqe_corrupt > 0 {
             self.cqe_corrupt -= 1;
             // Garble: an undefined CQE type, vendor bits and the reserved

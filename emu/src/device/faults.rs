@@ -1,7 +1,7 @@
 //! Injected faults (service reset, hot remove, link and kernel-netdev
-//! changes, TX pause, CQE delay and corruption, allocation failures), the
-//! triggers that schedule them, and the timers that bring an adapter back
-//! after a reset.
+//! changes, TX pause, CQE delay and corruption, a lying device, allocation
+//! failures), the triggers that schedule them, and the timers that bring an
+//! adapter back after a reset.
 
 #![forbid(unsafe_code)]
 
@@ -55,6 +55,22 @@ pub enum Fault {
     CqeCorrupt {
         count: u32,
     },
+    /// A device that lies: each CQE lies with probability
+    /// `per_million`/10^6, in one of `kinds` (all if empty; see
+    /// `LieKind`), picked by a PRNG seeded with `seed`. Stops after `count`
+    /// lies or `ms` milliseconds, whichever comes first, or at `LieStop`.
+    Lie {
+        seed: u64,
+        per_million: u32,
+        #[serde(default)]
+        kinds: Vec<super::LieKind>,
+        #[serde(default)]
+        count: Option<u64>,
+        #[serde(default)]
+        ms: Option<u64>,
+    },
+    /// The device tells the truth again.
+    LieStop,
     /// The next `count` create / reg_mr calls fail with ENOMEM.
     AllocFail {
         count: u32,
@@ -302,6 +318,14 @@ impl State {
                 self.cqe_delay = Some((Duration::from_millis(ms), count))
             }
             Fault::CqeCorrupt { count } => self.cqe_corrupt = count,
+            Fault::Lie {
+                seed,
+                per_million,
+                kinds,
+                count,
+                ms,
+            } => self.liar = Some(super::lies::Liar::new(seed, per_million, &kinds, count, ms)),
+            Fault::LieStop => self.liar = None,
             Fault::AllocFail { count } => self.alloc_fail = count,
             Fault::KernelIf { mac, up } => {
                 let p = self.port_by_mac(&mac)?;

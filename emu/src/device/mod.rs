@@ -37,6 +37,7 @@ mod dma;
 mod doorbells;
 mod faults;
 mod hw;
+mod lies;
 mod mr;
 mod objects;
 mod ports;
@@ -51,6 +52,7 @@ pub use counters::{
 };
 pub use faults::{Fault, Trigger};
 pub use hw::{hw_ctx, is_hw_ctx, VportRx};
+pub use lies::LieKind;
 pub use objects::{
     align_hw_size, cq_buffer_size, rq_buffer_size, sq_buffer_size, wqe_size, Adapter, HashConf,
     Port, RawQpInfo, WqKind,
@@ -118,6 +120,8 @@ pub struct State {
     creates: u64,
     cqe_delay: Option<(Duration, u32)>,
     cqe_corrupt: u32,
+    /// `Fault::Lie` while it lasts.
+    liar: Option<lies::Liar>,
     packets_moved: u64,
     trap_slots: BTreeMap<u32, u32>,
     closed_pages: VecDeque<ClosedPage>,
@@ -243,6 +247,7 @@ impl State {
             rq_doorbells: 0,
             cqe_delay: None,
             cqe_corrupt: 0,
+            liar: None,
             packets_moved: 0,
             trap_slots: BTreeMap::new(),
             closed_pages: VecDeque::new(),
