@@ -845,6 +845,38 @@ mod tests {
         assert_eq!(poll(&mut cq), "empty");
     }
 
+    /// The burst's empty check searches for stale slots as `next` does:
+    /// an honest empty queue stays empty, and a slot left stale before a
+    /// written one makes the queue non-empty within `STALE_SCAN_EVERY`
+    /// checks, after which `next` skips it.
+    #[test]
+    fn the_empty_check_finds_a_stale_slot_before_a_written_one() {
+        let mut ring = vec![Cqe::default(); 8];
+        let base = ring.as_mut_ptr();
+        let produce = |slot: u32, owner: u32| {
+            let info = CqeInfo::try_new(3, false, (owner & 7) as u8).unwrap();
+            // SAFETY: slot < 8, inside the vector, which outlives the queue.
+            unsafe { (*base.add(slot as usize)).info = info };
+        };
+        // SAFETY: the vector outlives the queue.
+        let mut cq = unsafe { CompQueue::new(base as *mut u8, 8, 9) };
+        for _ in 0..2 * STALE_SCAN_FULL_EVERY {
+            assert!(cq.is_empty());
+        }
+        produce(0, 1);
+        assert!(!cq.is_empty());
+        assert!(matches!(cq.next(), Next::Cqe(_)));
+        // Slot 1 stays in lap 0, slot 2 is written in lap 1.
+        produce(2, 1);
+        let checks = (1..=STALE_SCAN_EVERY).find(|_| !cq.is_empty());
+        assert!(checks.is_some(), "found within {STALE_SCAN_EVERY} checks");
+        assert!(matches!(cq.next(), Next::Stale));
+        assert!(!cq.is_empty());
+        assert!(matches!(cq.next(), Next::Cqe(_)));
+        assert_eq!(cq.head, 8 + 3);
+        assert!(cq.is_empty());
+    }
+
     #[test]
     fn wqe_offsets_are_placed_relative_to_the_tail() {
         let mut ring = vec![0u8; 256];
