@@ -618,9 +618,13 @@ impl Burst<'_> {
             let want = (n - got).min(posted.len() as usize) as u32;
             let bufs = posted.oldest_run(want);
             let out = &mut pkts[got..];
-            let limit = bufs.len().min(out.len());
+            // The oldest buffer's WQE offset; the run stops at the RQ's end
+            // (as at the buffer ring's), so the k-th names `start + 32k`.
+            let start = rq.wqe_offset(rq_base.wrapping_add(posted.tail));
+            let rq_left =
+                (off_mask.wrapping_sub(start).wrapping_add(1) / gdma::WQE_BU_SIZE as u32) as usize;
+            let limit = bufs.len().min(out.len()).min(rq_left);
             let mut run = cq.run(limit as u32, tag);
-            let mut off = rq.wqe_offset(rq_base.wrapping_add(posted.tail));
             let (mut k, mut dropped) = (0usize, 0usize);
             while k < limit {
                 let Some(c) = run.next() else { break };
@@ -628,12 +632,11 @@ impl Burst<'_> {
                 let len = oob.ppi[0].pkt_len();
                 // Of the right kind, for the oldest buffer, 1..=buf_len bytes.
                 if c.header().cqe_type_raw() != CqeType::RxOkay as u8
-                    || oob.rx_wqe_offset() != off
+                    || oob.rx_wqe_offset() != start + (k * gdma::WQE_BU_SIZE) as u32
                     || u32::from(len).wrapping_sub(1) >= buf_len
                 {
                     break;
                 }
-                off = off.wrapping_add(gdma::WQE_BU_SIZE as u32) & off_mask;
                 let m = bufs[k];
                 out[k] = m;
                 bytes += u64::from(len);
