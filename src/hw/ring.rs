@@ -427,8 +427,10 @@ impl<'a> CqReader<'a> {
             }
             (_, CqeState::Overflow) => self.out_of_phase(),
             (cqe, CqeState::Empty) => {
+                // 0 is the time to search; below it (as a signed count), a
+                // search [`CompQueue::is_empty`] left to us.
                 self.q.idle = self.q.idle.wrapping_sub(1);
-                if self.q.idle != 0 {
+                if self.q.idle as i32 > 0 {
                     return Next::Empty;
                 }
                 self.search(cqe)
@@ -612,13 +614,10 @@ impl CompQueue {
         if self.state_at(self.head).1 != CqeState::Empty {
             return false;
         }
+        // At 0 `next` counts this poll again, goes below 0 and searches
+        // (and so it does should a burst not get to call it).
         self.idle = self.idle.wrapping_sub(1);
-        if self.idle == 0 {
-            // `next` counts this poll again, reaches 0 and searches.
-            self.idle = 1;
-            return false;
-        }
-        true
+        self.idle as i32 > 0
     }
 
     /// Whether one of the `reach - 1` slots after `index` holds a
