@@ -11,7 +11,7 @@ use super::stats::Counter;
 use crate::ffi::consts;
 use crate::ffi::{self, mbuf, rte_mbuf};
 use crate::hw::doorbell::{self, Doorbell};
-use crate::hw::ring::{queue_tag, CompQueue, CqReader, Next, WorkQueue};
+use crate::hw::ring::{queue_tag, CompQueue, CqReader, Head, Next, WorkQueue};
 use gdma::{Cqe, CqeType, Sge, WqeHeader};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
@@ -689,10 +689,14 @@ impl Burst<'_> {
         got
     }
 
-    /// Nothing to do: no completion, none pending, no buffer owed.
+    /// Whether there is anything to do: a completion, one pending, a
+    /// buffer owed (or a stale-slot search due).
     #[inline(always)]
-    fn idle(&mut self) -> bool {
-        self.st.pending.is_none() && self.st.deficit == 0 && self.st.cq.is_empty()
+    fn idle(&mut self) -> Head {
+        if self.st.pending.is_some() || self.st.deficit != 0 {
+            return Head::Work;
+        }
+        self.st.cq.check()
     }
 }
 
@@ -740,18 +744,26 @@ pub unsafe extern "C" fn rx_burst(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u
     };
     let st = q.burst_state(&mut pass);
     let mut b = q.burst(st);
-    if b.idle() {
-        return 0;
-    }
+    let search = match b.idle() {
+        Head::Empty => return 0,
+        Head::SearchDue => true,
+        Head::Work => false,
+    };
     // SAFETY: `pkts` has room for `n` pointers.
     let pkts = unsafe { std::slice::from_raw_parts_mut(pkts, usize::from(n)) };
-    busy(b, pkts) as u16
+    busy(b, pkts, search) as u16
 }
 
 /// The part of `rx_burst` that runs when there is work, out of line so an
-/// empty poll stays a few instructions.
+/// empty poll stays a few instructions (one call site, so that its
+/// register saves stay off the empty path). `search`: an empty poll that
+/// owes the stale-slot search; the burst runs only if a slot after the
+/// head is written.
 #[inline(never)]
-fn busy(mut b: Burst<'_>, pkts: &mut [*mut rte_mbuf]) -> usize {
+fn busy(mut b: Burst<'_>, pkts: &mut [*mut rte_mbuf], search: bool) -> usize {
+    if search && !b.st.cq.search_ahead() {
+        return 0;
+    }
     b.run(pkts)
 }
 

@@ -290,6 +290,17 @@ const STALE_SCAN_SLOTS: u32 = 64;
 struct EmptySlot([u8; gdma::CQE_SIZE]);
 static EMPTY_SLOT: EmptySlot = EmptySlot([0; gdma::CQE_SIZE]);
 
+/// What [`CompQueue::check`] found at the head.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Head {
+    /// Nothing.
+    Empty,
+    /// A completion or an out-of-phase slot: work for a burst.
+    Work,
+    /// Nothing, and a stale-slot search is due.
+    SearchDue,
+}
+
 /// What [`CompQueue::next`] found at the consumer index.
 pub enum Next<'a> {
     /// A completion, consumed.
@@ -607,17 +618,53 @@ impl Drop for CqReader<'_> {
 impl CompQueue {
     /// Nothing new at the head: no completion and no out-of-phase slot.
     /// Every [`STALE_SCAN_EVERY`]th empty poll is not empty either: the
-    /// burst runs and its [`CqReader::next`] searches for stale slots. An
-    /// empty poll costs a read of the head slot and a countdown.
-    #[inline(always)]
+    /// burst runs and its [`CqReader::next`] searches for stale slots.
+    #[cfg(test)]
     pub fn is_empty(&mut self) -> bool {
+        matches!(self.check(), Head::Empty)
+    }
+
+    /// What an empty poll finds at the head: it costs a read of the head
+    /// slot and a countdown.
+    #[inline(always)]
+    pub fn check(&mut self) -> Head {
         if self.state_at(self.head).1 != CqeState::Empty {
-            return false;
+            return Head::Work;
         }
-        // At 0 `next` counts this poll again, goes below 0 and searches
-        // (and so it does should a burst not get to call it).
+        // At 0 a search is due: [`CompQueue::search_ahead`], or `next`,
+        // which counts this poll again, goes below 0 and searches (as it
+        // does should a burst not get to call it).
         self.idle = self.idle.wrapping_sub(1);
-        self.idle as i32 > 0
+        if self.idle as i32 > 0 {
+            Head::Empty
+        } else {
+            Head::SearchDue
+        }
+    }
+
+    /// The search [`Head::SearchDue`] asks for, without a burst: whether a
+    /// slot after the (empty) head is written. If so the head may be stale
+    /// and the burst's [`CqReader::next`] searches fully at once; if not,
+    /// the countdown starts again.
+    #[cold]
+    #[inline(never)]
+    pub fn search_ahead(&mut self) -> bool {
+        self.scans = self.scans.wrapping_add(1);
+        let reach = if self
+            .scans
+            .is_multiple_of(STALE_SCAN_FULL_EVERY / STALE_SCAN_EVERY)
+        {
+            STALE_SCAN_SLOTS
+        } else {
+            2
+        };
+        if self.written_after(self.head, reach) {
+            self.idle = 0;
+            self.scans = STALE_SCAN_FULL_EVERY / STALE_SCAN_EVERY - 1;
+            return true;
+        }
+        self.idle = STALE_SCAN_EVERY;
+        false
     }
 
     /// Whether one of the `reach - 1` slots after `index` holds a
