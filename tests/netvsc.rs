@@ -35,19 +35,35 @@ const VF: u16 = 0;
 
 /// The MANA adapter (port A: the VF, its wire a pcap file) and the
 /// synthetic NIC with A's MAC; `extra` goes into the `[[netvsc]]` table.
-fn azure_nic(name: &str, extra: &str) -> (EmuEnv, std::path::PathBuf) {
+fn azure_nic(name: &str, extra: &str) -> (EmuEnv, Wire) {
     let scratch = EmuEnv::new(&format!("{name}-wire"), Config::default_single()).unwrap();
-    let wire = scratch.dir.join("a.pcap");
-    // Keep the scratch directory: the pcap outlives its EmuEnv.
-    std::mem::forget(scratch);
+    let path = scratch.dir.join("a.pcap");
     let c = config(
         "",
         "",
-        &[(PCI, vec![PortDef::pcap_tx(MAC_A, &wire).lossless()])],
+        &[(PCI, vec![PortDef::pcap_tx(MAC_A, &path).lossless()])],
     );
     let t = format!("{}\n[[netvsc]]\nmac = \"{MAC_A}\"\n{extra}\n", c.to_toml());
     let c = Config::parse(&t).unwrap_or_else(|e| panic!("config: {e}\n{t}"));
+    let wire = Wire {
+        path,
+        _dir: scratch,
+    };
     (EmuEnv::new(name, c).unwrap(), wire)
+}
+
+/// Port A's pcap wire; its directory (hundreds of MB after a reset test)
+/// is removed when the test drops it.
+struct Wire {
+    path: std::path::PathBuf,
+    _dir: EmuEnv,
+}
+
+impl std::ops::Deref for Wire {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
 }
 
 fn builder<'a>(env: &'a EmuEnv, args: &[&str]) -> TestpmdBuilder<'a> {
