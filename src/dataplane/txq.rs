@@ -648,6 +648,10 @@ struct Memo {
     csum: u64,
     /// First word of the long OOB (vPort offset and VLAN tag).
     long: u64,
+    /// Basic units of the WQE: 2 with the long OOB, else 1.
+    bu: u32,
+    /// Bytes the inserted tag adds on the wire (4 or 0).
+    tag: u32,
 }
 
 impl Memo {
@@ -656,14 +660,15 @@ impl Memo {
         key: u64::MAX,
         csum: 0,
         long: 0,
+        bu: 1,
+        tag: 0,
     };
 
-    /// The checksum bits of the short OOB and the first word of the long
-    /// one for a packet that asks for checksum offload or VLAN insertion:
-    /// the last packet's when it asked for the same (flags, header lengths
-    /// and tag), else computed and remembered.
+    /// The OOB words and WQE shape for a packet that asks for checksum
+    /// offload or VLAN insertion: the last packet's when it asked for the
+    /// same (flags, header lengths and tag), else computed and remembered.
     #[inline(always)]
-    fn words(&mut self, ol: u64, m: *mut rte_mbuf, long_template: u64) -> (u64, u64) {
+    fn words(&mut self, ol: u64, m: *mut rte_mbuf, long_template: u64) -> Memo {
         // SAFETY: a valid mbuf handed to tx_burst.
         let (t, tci) = unsafe { (mbuf::tx_offload(m), mbuf::vlan_tci(m)) };
         // Disjoint fields: l2_len and l3_len in bits 0-15, the TCI in
@@ -671,13 +676,16 @@ impl Memo {
         let key = (ol & ASKED) | (t & 0xffff) | (u64::from(tci) << 16);
         if key != self.key {
             let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
+            let long = vlan || long_template != 0;
             *self = Memo {
                 key,
                 csum: offload_bits(ol, || t),
                 long: long_template | bits::when(vlan, bits::vlan(tci)),
+                bu: 1 + u32::from(long),
+                tag: 4 * u32::from(vlan),
             };
         }
-        (self.csum, self.long)
+        *self
     }
 }
 
@@ -744,9 +752,8 @@ impl Fast<'_> {
             if nb_segs != 1 || ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0 || ol & ASKED == 0 {
                 break;
             }
-            let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
-            let long = vlan || self.long_template != 0;
-            let bu = 1 + u32::from(long);
+            // The room check below needs the WQE's size.
+            let w = memo.words(ol, m, self.long_template);
             // SAFETY: a valid single-segment mbuf.
             let (addr, len, pkt_len) = unsafe {
                 (
@@ -755,21 +762,20 @@ impl Fast<'_> {
                     mbuf::pkt_len(m),
                 )
             };
-            if self.wq.free_bu() < bu || !self.region.covers(addr, len as usize) {
+            if self.wq.free_bu() < w.bu || !self.region.covers(addr, len as usize) {
                 break;
             }
-            let (csum, l) = memo.words(ol, m, self.long_template);
-            let oob = self.template | csum;
+            let oob = self.template | w.csum;
             let sge = Sge::new(addr as u64, self.region.lkey, len).to_words();
-            self.last_oob = if long {
+            self.last_oob = if w.bu != 1 {
                 self.wq
-                    .post_long_words(bits::HDR_LONG_PLAIN, [oob | bits::LONG, l, 0], sge)
+                    .post_long_words(bits::HDR_LONG_PLAIN, [oob | bits::LONG, w.long, 0], sge)
             } else {
                 self.wq.post_bu_words(bits::HDR_PLAIN, oob, sge)
             };
             self.ring.push(m);
             // The inserted tag is on the wire too.
-            self.bytes += u64::from(pkt_len + 4 * u32::from(vlan));
+            self.bytes += u64::from(pkt_len + w.tag);
             k += 1;
         }
         self.memo = memo;
@@ -1374,13 +1380,21 @@ mod tests {
                     mbuf::set_tx_offload(p, t);
                     mbuf::set_vlan_tci(p, tci);
                 }
-                let want_long = if ol & VLAN != 0 {
+                let vlan = ol & VLAN != 0;
+                let want_long = if vlan {
                     long_template | bits::vlan(tci)
                 } else {
                     long_template
                 };
-                let want = (offload_bits(ol, || t), want_long);
-                assert_eq!(memo.words(ol, p, long_template), want, "request {i}");
+                let long = vlan || long_vp.is_some();
+                let want = (
+                    offload_bits(ol, || t),
+                    want_long,
+                    if long { 2 } else { 1 },
+                    if vlan { 4 } else { 0 },
+                );
+                let w = memo.words(ol, p, long_template);
+                assert_eq!((w.csum, w.long, w.bu, w.tag), want, "request {i}");
             }
         }
     }
