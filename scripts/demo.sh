@@ -10,7 +10,8 @@ cargo build --release --locked -p net_mana --lib
 cargo build --release --locked -p mana-emu --examples --bins
 rel=$PWD/target/release
 run=$(mktemp -d /tmp/net-mana-demo.XXXXXX)
-trap 'rm -rf "$run"' EXIT
+# EAL leaves its runtime directory behind.
+trap 'rm -rf "$run" "/var/run/dpdk/net-mana-demo"' EXIT
 cat > "$run/emu.toml" <<TOML
 [options]
 sysfs_root = "$run/sys"

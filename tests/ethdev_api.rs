@@ -11,7 +11,7 @@ fn run(mode: &str) -> (String, bool, EmuEnv) {
     let env = EmuEnv::new(&format!("api-{mode}"), loopback(200, false)).unwrap();
     let mut cmd = Command::new("timeout");
     cmd.arg("120").arg(build_c("ethdev_api")).arg(mode);
-    c_program_args(
+    let _runtime = c_program_args(
         &mut cmd,
         &env,
         &format!("api-{mode}"),

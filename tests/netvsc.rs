@@ -833,6 +833,7 @@ fn service_reset_under_traffic_newest_netvsc() {
 /// mbuf pool. Returns the output and the device's counters at exit.
 fn seed_001_run(name: &str, app: &[&str], secs: u64) -> (String, Counters) {
     let (env, _wire) = azure_nic(name, "");
+    let _runtime = RuntimeDir::new(name);
     let mut c = std::process::Command::new("dpdk-testpmd");
     c.args([
         "--no-huge",

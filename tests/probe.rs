@@ -33,6 +33,7 @@ fn fake_pci(root: &Path, addr: &str, device: &str) {
 }
 
 fn testpmd(root: &Path, prefix: &str, dev_arg: &[&str]) -> String {
+    let _runtime = mana_emu::harness::RuntimeDir::new(prefix);
     let mut cmd = Command::new("timeout");
     cmd.args([
         "60",

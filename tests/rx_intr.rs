@@ -13,7 +13,7 @@ fn run(name: &str, rounds: u32, reset_after: u32, poll: bool) -> (String, bool) 
     let env = EmuEnv::new(name, loopback(200, poll)).unwrap();
     let mut cmd = Command::new(build_c("rx_intr"));
     cmd.args([rounds.to_string(), reset_after.to_string()]);
-    c_program_args(
+    let _runtime = c_program_args(
         &mut cmd,
         &env,
         &format!("rxi-{name}"),

@@ -66,7 +66,7 @@ fn run(
         Command::new(harness())
     };
     cmd.args([mode, &resets.to_string()]);
-    common::c_program_args(
+    let _runtime = common::c_program_args(
         &mut cmd,
         &env,
         &format!("vfh-{name}"),
@@ -207,24 +207,26 @@ fn a_secondary_process_forwards_through_the_primarys_port_across_resets() {
     let env = EmuEnv::new("mp", config(20, false)).unwrap();
     let dir = env.dir.clone();
     let prefix = "vfh-mp";
+    // One runtime directory for both processes, removed when the test ends.
     let base = |c: &mut Command, mode: &str, resets: &str| {
         c.args([mode, resets]);
-        common::c_program_args(c, &env, prefix, &["-m", "256"]);
+        let runtime = common::c_program_args(c, &env, prefix, &["-m", "256"]);
         c.env("VF_MARK", dir.join("mark"))
             .env("VF_STOP", dir.join("stop"))
             .env("VF_EXITED", dir.join("exited"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        runtime
     };
     let mut p = Command::new(harness());
-    base(&mut p, "mp-primary", "3");
+    let _runtime = base(&mut p, "mp-primary", "3");
     let primary = p.spawn().unwrap();
     // The secondary attaches once the primary's port exists.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let mut c = Command::new("timeout");
     c.arg("60").arg(harness());
-    base(&mut c, "mp-secondary", "0");
+    let _same_runtime = base(&mut c, "mp-secondary", "0");
     c.arg("--proc-type=secondary");
     let secondary = c.output().unwrap();
     let primary = primary.wait_with_output().unwrap();

@@ -570,11 +570,47 @@ impl<'a> TestpmdBuilder<'a> {
             run_dir: self.env.config.options.run_dir.clone(),
             started: Instant::now(),
             deadline: Instant::now() + self.timeout,
+            // A secondary's files live in its primary's directory.
+            runtime: (!self.eal.iter().any(|a| a.contains("secondary")))
+                .then(|| RuntimeDir::new(&prefix)),
         };
         let mut t = t;
         t.cmd("")
             .map_err(|e| format!("testpmd did not start: {e}"))?;
         Ok(t)
+    }
+}
+
+/// Where EAL keeps the runtime files of `prefix` (eal_get_runtime_dir:
+/// `/var/run/dpdk` for root, else `$XDG_RUNTIME_DIR/dpdk` or `/tmp/dpdk`).
+pub fn dpdk_runtime_dir(prefix: &str) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    let base = if root {
+        PathBuf::from("/var/run")
+    } else {
+        std::env::var_os("XDG_RUNTIME_DIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
+    };
+    base.join("dpdk").join(prefix)
+}
+
+/// A DPDK process's runtime directory, removed on drop. EAL leaves it
+/// behind when the process ends (13 MB of memseg lists with `--no-huge`),
+/// and the suite's runs use fresh prefixes: without this a run of the
+/// suite leaves gigabytes in /var/run/dpdk. Drop it after the processes
+/// of its prefix have ended.
+#[must_use = "the directory is removed when this is dropped"]
+pub struct RuntimeDir(PathBuf);
+
+impl RuntimeDir {
+    pub fn new(prefix: &str) -> RuntimeDir {
+        RuntimeDir(dpdk_runtime_dir(prefix))
+    }
+}
+
+impl Drop for RuntimeDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -587,6 +623,9 @@ pub struct Testpmd {
     run_dir: PathBuf,
     pub started: Instant,
     deadline: Instant,
+    /// The prefix's runtime directory, for a primary process: dropped
+    /// after `Drop::drop` has ended the process.
+    runtime: Option<RuntimeDir>,
 }
 
 impl Testpmd {
@@ -775,6 +814,12 @@ impl Testpmd {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// The runtime directory EAL made for this (primary) process, removed
+    /// when this value is dropped.
+    pub fn runtime_dir(&self) -> Option<&Path> {
+        self.runtime.as_ref().map(|r| r.0.as_path())
     }
 
     /// `quit`, then waits for the process (killing it after `timeout`).

@@ -111,13 +111,14 @@ backend = {{ kind = "loopback" }}
 }
 
 /// EAL arguments (after the program's own `args`) and the emulator's
-/// environment for a C test program driving `PCI` of `env` with our plugin.
+/// environment for a C test program driving `PCI` of `env` with our plugin;
+/// the prefix's runtime directory goes when the result is dropped.
 pub fn c_program_args(
     cmd: &mut std::process::Command,
     env: &EmuEnv,
     file_prefix: &str,
     eal: &[&str],
-) {
+) -> RuntimeDir {
     cmd.args(eal)
         .args(["-l", "0", "--iova-mode=va", "--file-prefix", file_prefix])
         .arg("-d")
@@ -129,6 +130,7 @@ pub fn c_program_args(
         .env("SYSFS_PCI_DEVICES", env.pci_devices())
         .env("VF_PCI", PCI)
         .stdin(std::process::Stdio::null());
+    RuntimeDir::new(file_prefix)
 }
 
 /// Skips (with a message) when testpmd is not installed.

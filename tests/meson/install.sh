@@ -36,7 +36,8 @@ done
 
 before=$(ls -l "$plugin" 2>/dev/null || true)
 run=$(mktemp -d /var/tmp/net-mana-install.XXXXXX)
-trap 'rm -rf "$run"' EXIT
+# EAL leaves its runtime directory behind.
+trap 'rm -rf "$run" "/var/run/dpdk/mana-install-$$"' EXIT
 mkdir -p "$run/pmd/u" "$run/pmd/w" "$run/local/u" "$run/local/w"
 cat >"$run/emu.toml" <<EOF
 [options]

@@ -127,7 +127,8 @@ grep -q '^test result: ok. 1 passed' "$work/run-ours.log" || fail "io_1q did not
 
 echo "subproject.sh: run 2: the application with net_mana linked in" >&2
 run=$(mktemp -d /tmp/net-mana-app.XXXXXX)
-trap 'rm -rf "$run"' EXIT
+# EAL leaves its runtime directory behind.
+trap 'rm -rf "$run" "/var/run/dpdk/mana-app-$$"' EXIT
 cat >"$run/emu.toml" <<EOF
 [options]
 sysfs_root = "$run/sys"
