@@ -56,6 +56,27 @@ DRIVERS = {
     },
 }
 
+
+
+def use_dpdk(release):
+    """Measures on another DPDK than bookworm's 22.11: benches/run.sh --dpdk
+    built it (scripts/dpdk.sh), our driver and the pacing shim against it,
+    put its testpmd first on PATH and names the binaries here. DPDK's own
+    C driver of that release needs no queue-state shim (23.11 and later
+    report their queues started)."""
+    global PACE_LIB
+    env = {k: os.environ.get(k) for k in
+           ("NET_MANA_BENCH_PMD", "NET_MANA_BENCH_C_PMD", "NET_MANA_BENCH_PACE")}
+    missing = [k for k, v in env.items() if not v]
+    if missing:
+        sys.exit(f"perf.py: --dpdk {release} needs {', '.join(missing)}: "
+                 f"run benches/run.sh --dpdk {release}")
+    DRIVERS["rust"]["plugin"] = Path(env["NET_MANA_BENCH_PMD"])
+    DRIVERS["c"].update(label=f"DPDK {release} net/mana (C)",
+                        plugin=Path(env["NET_MANA_BENCH_C_PMD"]), preload=[])
+    PACE_LIB = Path(env["NET_MANA_BENCH_PACE"])
+
+
 MAC_A, MAC_B = "00:0d:3a:00:00:0a", "00:0d:3a:00:00:0b"
 PCI_A, PCI_B = "7870:00:00.0", "7871:00:00.0"
 BURST = 32
@@ -297,6 +318,7 @@ class Testpmd:
         except subprocess.TimeoutExpired:
             self.kill()
             raise RuntimeError(f"testpmd did not quit:\n{self.tail()}")
+        self.remove_runtime_dir()
         return self.out
 
     def kill(self):
@@ -306,6 +328,12 @@ class Testpmd:
             except ProcessLookupError:
                 pass
             self.p.wait()
+        self.remove_runtime_dir()
+
+    def remove_runtime_dir(self):
+        """EAL leaves its runtime directory (13 MB with --no-huge) behind."""
+        base = "/var/run" if os.getuid() == 0 else os.environ.get("XDG_RUNTIME_DIR", "/tmp")
+        shutil.rmtree(Path(base) / "dpdk" / self.prefix, ignore_errors=True)
 
 
 def wait_until(what, pred, timeout, poll=0.05):
@@ -732,6 +760,12 @@ def per_packet(res, tramp, kind):
     return ir / n if n else None
 
 
+def empty_poll(res):
+    """Instructions per rx_burst call that found nothing."""
+    e = res and res["bench_rx_idle"]
+    return e["ir"] / e["calls"] if e and e["calls"] else None
+
+
 def prep_per_packet(res):
     n = res["packets"]["tx"]
     e = res.get("bench_tx_prep")
@@ -805,7 +839,8 @@ def machine():
         "cpu_mhz": mhz,
         "kernel": platform.release(),
         "os": sh("sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"),
-        "dpdk": sh("dpkg-query", "-W", "-f=${Version}", "libdpdk-dev"),
+        "dpdk": (sh("pkg-config", "--modversion", "libdpdk") if os.environ.get("NET_MANA_BENCH_DPDK")
+                 else sh("dpkg-query", "-W", "-f=${Version}", "libdpdk-dev")),
         "valgrind": sh("valgrind", "--version"),
         "rustc": sh("rustc", "--version"),
         "cc": sh("cc", "--version").splitlines()[0] if sh("cc", "--version") else "?",
@@ -909,9 +944,7 @@ def render(results):
             for nq in results["queues"]:
                 v = {}
                 for d in DRIVERS:
-                    x = cg.get(f"{d}-{mode}-{size}-{nq}q")
-                    e = x and x["bench_rx_idle"]
-                    v[d] = e["ir"] / e["calls"] if e and e["calls"] else None
+                    v[d] = empty_poll(cg.get(f"{d}-{mode}-{size}-{nq}q"))
                 L.append(f"| {mode} | {size} B | {nq} | {fmt(v['rust'])} | {fmt(v['c'])} | "
                          f"{fmt(ratio(v['rust'], v['c']), 2)} |")
     tc = results.get("trap_check") or {}
@@ -993,9 +1026,66 @@ def render_breakdown(results):
     return "\n".join(L) + "\n"
 
 
-def update_doc(doc, table, breakdown):
+VERSIONS = OUT / "versions"
+
+
+def report_version(a, results):
+    """Keeps this release's figures beside the other releases' and renders
+    the per-version table from all of them."""
+    VERSIONS.mkdir(parents=True, exist_ok=True)
+    results["release"] = results["machine"]["dpdk"]
+    for d in (RUN, VERSIONS):
+        name = "results.json" if d == RUN else f"{a.dpdk}.json"
+        (d / name).write_text(json.dumps(results, indent=1, default=str))
+    table = render_versions([json.loads(f.read_text()) for f in sorted(VERSIONS.glob("*.json"))])
+    (VERSIONS / "versions.md").write_text(table)
+    print(table)
+    if a.update_doc:
+        update_doc(REPO / "doc" / "performance.md", table, None, tag="versions")
+        log("doc/performance.md updated (per-version table)")
+    log(f"results: {VERSIONS / (a.dpdk + '.json')}, {VERSIONS / 'versions.md'} (and {RUN})")
+
+
+def render_versions(runs):
+    """Ours over DPDK's own C driver, each built for and run on the same
+    DPDK release, per callgrind row."""
+    L = ["Command per release: `benches/run.sh --dpdk <release> --modes io,csum --sizes 64 "
+         "--queues 1,4 --update-doc`. Each release's testpmd and libraries, our driver built "
+         "against its headers, its own C `net/mana` (DPDK's meson build: `-O3`, "
+         "`-Dplatform=generic`), the same emulated device and pacing as the 22.11 table. "
+         "TX with offloads includes `tx_pkt_prepare` (ours; the C driver writes the "
+         "pseudo-header in `tx_burst`).", ""]
+    L.append("| DPDK | row | queues | RX ours | RX C | RX ours/C | TX ours | TX C | TX ours/C "
+             "| empty poll ours | empty poll C | revision, date |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in sorted(runs, key=lambda r: [int(x) for x in re.findall(r"\d+", r["release"])]):
+        cg = r["callgrind"]
+        for mode in ("io", "csum"):
+            for nq in r["queues"]:
+                for size in r["sizes"]:
+                    k = {d: cg.get(f"{d}-{mode}-{size}-{nq}q") for d in DRIVERS}
+                    if not any(k.values()):
+                        continue
+
+                    def pp(d, tramp, kind):
+                        return per_packet(k[d], tramp, kind) if k[d] else None
+                    rx = {d: pp(d, "bench_rx_busy", "rx") for d in DRIVERS}
+                    txv = {d: pp(d, "bench_tx_busy", "tx") for d in DRIVERS}
+                    idle = {d: empty_poll(k[d]) for d in DRIVERS}
+                    row = "io" if mode == "io" else "csum + VLAN + RSS hash"
+                    L.append(
+                        f"| {r['release']} | {row}, {size} B | {nq} | {fmt(rx['rust'])} | "
+                        f"{fmt(rx['c'])} | {fmt(ratio(rx['rust'], rx['c']), 2)} | "
+                        f"{fmt(txv['rust'])} | {fmt(txv['c'])} | "
+                        f"{fmt(ratio(txv['rust'], txv['c']), 2)} | {fmt(idle['rust'])} | "
+                        f"{fmt(idle['c'])} | `{r['machine']['revision']}`, {r['date'][:10]} |")
+    return "\n".join(L) + "\n"
+
+
+def update_doc(doc, table, breakdown, tag=None):
     text = doc.read_text()
-    for tag, body in (("results", table), ("breakdown", breakdown)):
+    sections = ((tag, table),) if tag else (("results", table), ("breakdown", breakdown))
+    for tag, body in sections:
         b, e = f"<!-- bench:{tag}:begin -->", f"<!-- bench:{tag}:end -->"
         if b in text and e in text:
             pre, rest = text.split(b, 1)
@@ -1053,11 +1143,17 @@ def main():
                     help="skip re-running the 1-queue 64-byte rows with trapped doorbells")
     ap.add_argument("--update-doc", action="store_true",
                     help="rewrite the result sections of doc/performance.md")
+    ap.add_argument("--dpdk", default=None,
+                    help="a DPDK release other than 22.11 (set up by benches/run.sh --dpdk): "
+                         "results go to target/bench/versions/<release>.json, and --update-doc "
+                         "rewrites only the per-version table")
     ap.add_argument("--command", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.command is None:
         a.command = " ".join(["benches/run.sh"] + sys.argv[1:])
 
+    if a.dpdk:
+        use_dpdk(a.dpdk)
     for p in (EMU_LIB, EMU_CLI, PACE_LIB) + tuple(DRIVERS[d]["plugin"] for d in DRIVERS):
         if not Path(p).exists():
             sys.exit(f"perf.py: {p} missing: run benches/run.sh")
@@ -1134,6 +1230,9 @@ def main():
             "median_cycles_c": med([p["c"]["cycles_per_packet"] for p in pairs]),
         }
     results["elapsed_min"] = (time.monotonic() - t_start) / 60
+    if a.dpdk:
+        report_version(a, results)
+        return
     table = render(results)
     bd = render_breakdown(results)
     for d in (RUN, OUT):
