@@ -8,6 +8,7 @@
 //! sysfs_root = "/tmp/mana-emu/sys"
 //! run_dir = "/tmp/mana-emu/run" # control sockets
 //! counters_dump = "/tmp/mana-emu/counters.json"
+//! bench = "saturate"            # benchmark mode (default "off")
 //!
 //! [[adapter]]
 //! pci = "7870:00:00.0"
@@ -33,6 +34,20 @@ pub enum DoorbellMode {
     Trap,
     /// Plain shared memory sampled by the device thread (DPDK secondaries).
     Poll,
+}
+
+/// The device's benchmark mode (`options.bench`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BenchMode {
+    /// The device model as documented: every WQE parsed, every frame moved.
+    #[default]
+    Off,
+    /// Keeps the driver's queues saturated at a few nanoseconds per packet:
+    /// TX WQEs completed by ring bookkeeping (frames never read), every
+    /// posted RX buffer completed with a template frame. See
+    /// `device::saturate`.
+    Saturate,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -62,6 +77,9 @@ pub struct Options {
     pub reset_down_ms: u64,
     /// Log verbs calls and device errors to stderr.
     pub verbose: bool,
+    /// Benchmark mode: `saturate` replaces the ports' traffic with
+    /// saturated queues (see [`BenchMode`]).
+    pub bench: BenchMode,
 }
 
 impl Default for Options {
@@ -77,6 +95,7 @@ impl Default for Options {
             queue_id_base: 0x403,
             reset_down_ms: 2000,
             verbose: false,
+            bench: BenchMode::Off,
         }
     }
 }

@@ -70,6 +70,15 @@ pub struct DeviceCounters {
     /// duplicate, drop, unknown_event.
     #[serde(default)]
     pub lies: BTreeMap<String, u64>,
+    /// Benchmark mode (`options.bench = "saturate"`): TX WQEs completed by
+    /// ring bookkeeping, RX WQEs completed with the template frame, and
+    /// template frames written (once per buffer address).
+    #[serde(default)]
+    pub bench_tx_wqes: u64,
+    #[serde(default)]
+    pub bench_rx_wqes: u64,
+    #[serde(default)]
+    pub bench_template_writes: u64,
 }
 
 impl DeviceCounters {

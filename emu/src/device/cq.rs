@@ -79,7 +79,7 @@ impl State {
         }
     }
 
-    fn signal_cq(&mut self, cqh: u32) {
+    pub(super) fn signal_cq(&mut self, cqh: u32) {
         let Some(c) = self.cqs.get_mut(&cqh) else {
             return;
         };

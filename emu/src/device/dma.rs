@@ -23,9 +23,29 @@ pub(super) type ParsedWqe = (WqeHeader, Vec<u8>, Vec<wire::Sge>);
 /// `client_oob_in_sgl` is accepted on send queues only (LSO WQEs; the
 /// LSO rules are checked by `build_tx`).
 pub(super) fn read_wqe(w: &Wq, max: u32) -> Result<ParsedWqe, (u32, u32)> {
-    let avail = w.db_tail.wrapping_sub(w.dev_off);
+    let h = read_wqe_header(w, w.dev_off, max)?;
+    let ring_off = (w.dev_off as usize) & (w.buf.len() - 1);
+    let oob = h.oob_bytes();
+    let mut ob = vec![0u8; oob];
+    w.buf.read(ring_off + 8, &mut ob);
+    let mut sgl = vec![0u8; 16 * usize::from(h.num_sge)];
+    w.buf.read_wrapping(ring_off + 8 + oob, &mut sgl);
+    let sges = sgl
+        .chunks_exact(16)
+        .map(|c| wire::Sge::decode(c.try_into().unwrap()))
+        .collect();
+    Ok((h, ob, sges))
+}
+
+/// Reads and checks the header of the WQE at byte offset `off` of the
+/// queue (its device offset, or one past it the caller has not consumed
+/// yet): what [`read_wqe`] checks before it reads the OOB and SGL. On
+/// success the inline OOB lies contiguous after the header and the SGL
+/// follows it, wrapping at the ring's end.
+pub(super) fn read_wqe_header(w: &Wq, off: u32, max: u32) -> Result<WqeHeader, (u32, u32)> {
+    let avail = w.db_tail.wrapping_sub(off);
     let size = w.buf.len();
-    let ring_off = (w.dev_off as usize) & (size - 1);
+    let ring_off = (off as usize) & (size - 1);
     let h = WqeHeader::decode(w.buf.read_u64(ring_off));
     let oob = h.oob_bytes();
     let bytes = h.wqe_bytes();
@@ -40,15 +60,18 @@ pub(super) fn read_wqe(w: &Wq, max: u32) -> Result<ParsedWqe, (u32, u32)> {
     {
         return Err((ve::BAD_WQE_HEADER, bytes));
     }
-    let mut ob = vec![0u8; oob];
-    w.buf.read(ring_off + 8, &mut ob);
-    let mut sgl = vec![0u8; 16 * usize::from(h.num_sge)];
-    w.buf.read_wrapping(ring_off + 8 + oob, &mut sgl);
-    let sges = sgl
-        .chunks_exact(16)
-        .map(|c| wire::Sge::decode(c.try_into().unwrap()))
-        .collect();
-    Ok((h, ob, sges))
+    Ok(h)
+}
+
+/// SGE `i` of the WQE at ring offset `ring_off` whose header is `h`
+/// (checked by [`read_wqe_header`]). SGEs start 16-byte aligned (WQEs are
+/// 32-byte aligned, header + OOB is 16 or 32 bytes), so none straddles
+/// the ring's end.
+pub(super) fn read_sge(w: &Wq, ring_off: usize, h: &WqeHeader, i: usize) -> wire::Sge {
+    let off = (ring_off + 8 + h.oob_bytes() + 16 * i) & (w.buf.len() - 1);
+    let mut b = [0u8; 16];
+    w.buf.read(off, &mut b);
+    wire::Sge::decode(&b)
 }
 
 /// Appends the bytes of one SGE (the regions `mr_lookup` translated it

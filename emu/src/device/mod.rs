@@ -26,6 +26,7 @@
 //! | `counters` | device, port and queue counters |
 //! | `faults` | injected faults, their triggers and timers |
 //! | `hw` | objects a PCI function's control path creates directly (queues on DMA rings, guest-physical memory keys, vPort steering, EQ events) |
+//! | `saturate` | the benchmark mode (`options.bench = "saturate"`): queues completed by ring bookkeeping and an RX template |
 //! | `thread` | the [`Emulator`] handle and the device thread that runs [`State::step`] |
 
 #![deny(unsafe_code)] // forbidden in every child but `mr`
@@ -43,6 +44,7 @@ mod objects;
 mod ports;
 mod rss;
 mod rx;
+mod saturate;
 mod thread;
 mod tx;
 
@@ -57,6 +59,7 @@ pub use objects::{
     align_hw_size, cq_buffer_size, rq_buffer_size, sq_buffer_size, wqe_size, Adapter, HashConf,
     Port, RawQpInfo, WqKind,
 };
+pub use saturate::{template_frame, TEMPLATE_LEN};
 pub use thread::Emulator;
 pub(crate) use thread::Shared;
 
@@ -133,6 +136,8 @@ pub struct State {
     /// (EQ, CQ id) of completion events hardware CQs raised, for the
     /// device that owns the EQs to post (see `hw`).
     eq_events: Vec<(u32, u32)>,
+    /// The benchmark mode's state (`saturate`).
+    saturator: saturate::Saturator,
 }
 
 impl Drop for State {
@@ -255,6 +260,7 @@ impl State {
             wake_fd,
             vswitch: crate::vmbus::Vswitch::default(),
             eq_events: Vec::new(),
+            saturator: saturate::Saturator::default(),
         };
         let macs: Vec<[u8; 6]> = st.ports.iter().map(|p| p.mac).collect();
         st.vswitch = crate::vmbus::Vswitch::new(cfg, &macs, wake_fd)?;

@@ -6,7 +6,7 @@
 
 use super::{Counters, Fault, Res, State, Trigger, WqKind};
 use crate::backend::Backend;
-use crate::config::Config;
+use crate::config::{BenchMode, Config};
 use crate::doorbell::DbRing;
 use crate::fd::{self, eventfd, write_fd};
 use std::io;
@@ -138,8 +138,15 @@ impl State {
             .map(|(h, _)| *h)
             .collect();
         let mut out = Vec::new();
-        for s in sqs {
-            did |= self.process_sq(s, &mut out);
+        if self.saturating() {
+            for s in sqs {
+                did |= self.saturate_sq(s);
+            }
+            did |= self.saturate_rx();
+        } else {
+            for s in sqs {
+                did |= self.process_sq(s, &mut out);
+            }
         }
         for (port, f) in out {
             self.deliver(port, f);
@@ -157,6 +164,11 @@ impl State {
         did |= self.flush_delayed();
         did |= self.run_timers();
         did
+    }
+
+    /// The benchmark mode keeps queues saturated (see `saturate`).
+    fn saturating(&self) -> bool {
+        self.opts.bench == BenchMode::Saturate
     }
 
     fn has_poll_contexts(&self) -> bool {
@@ -177,13 +189,14 @@ impl State {
 fn device_thread(sh: Arc<Shared>) {
     let mut idle_rounds = 0u32;
     while !sh.stop.load(Ordering::Relaxed) {
-        let (did, pending, poll_mode) = {
+        let (did, pending, poll_mode, saturating) = {
             let mut st = sh.st.lock().unwrap_or_else(|e| e.into_inner());
             let did = st.step();
             if !did {
                 st.flush_backends();
             }
-            (did, st.pending_work(), st.has_poll_contexts())
+            let saturating = st.saturating() && !st.ctxs.is_empty();
+            (did, st.pending_work(), st.has_poll_contexts(), saturating)
         };
         sh.loops.fetch_add(1, Ordering::Relaxed);
         if did {
@@ -196,6 +209,12 @@ fn device_thread(sh: Arc<Shared>) {
         // while contexts exist, else every 5 ms.
         if idle_rounds < 64 {
             std::hint::spin_loop();
+            continue;
+        }
+        // Saturating: never sleep while a driver runs (a 200 us nap would
+        // let its queues run dry); yield the core to whoever else wants it.
+        if saturating {
+            std::thread::yield_now();
             continue;
         }
         let timeout_ms = if pending || poll_mode { 0 } else { 5 };
