@@ -14,6 +14,13 @@ Two parts, both drivers in one invocation:
 2. Packets per second of testpmd io forwarding between two paired emulated
    ports (no valgrind), the drivers alternated A/B, the median of the
    per-pair ratios reported.
+3. Cycles per packet on the forwarding lcore (testpmd's
+   `--record-core-cycles`, no valgrind) for txonly, rxonly and io against
+   the emulator's saturating benchmark mode (`bench = "saturate"`: TX
+   completed by ring bookkeeping, RX completed from a template), so the
+   device never makes the lcore wait; the drivers alternated A/B, the
+   median of the per-pair ratios reported, with packets per burst call to
+   show the queues stayed saturated.
 """
 
 import argparse
@@ -181,13 +188,14 @@ def frames_for(dst_mac, size, count, nq, seed, proto="udp"):
 class Env:
     """A private directory with the emulator config and fake sysfs trees."""
 
-    def __init__(self, name, ports, doorbell, rdma_core="v44"):
+    def __init__(self, name, ports, doorbell, rdma_core="v44", bench="off"):
         self.dir = Path(tempfile.mkdtemp(prefix=f"mana-bench-{name}-"))
         os.chmod(self.dir, 0o755)
         lines = [
             "[options]",
             f'doorbell_mode = "{doorbell}"',
             f'rdma_core = "{rdma_core}"',
+            f'bench = "{bench}"',
             f'sysfs_root = "{self.dir}/sys"',
             f'run_dir = "{self.dir}/run"',
         ]
@@ -814,6 +822,126 @@ def pps_run(driver, size, window, population):
 
 
 # ---------------------------------------------------------------------------
+# Part 3: cycles per packet against the saturating device (native)
+# ---------------------------------------------------------------------------
+
+NATIVE_MODES = ("txonly", "rxonly", "io")
+
+
+def burst_stats(o, kind):
+    """testpmd's `--record-burst-stats` lines of one kind (RX/TX) summed over
+    the streams: (burst calls that moved packets, packets)."""
+    calls = sum(int(x) for x in re.findall(rf"{kind}-bursts : (\d+)", o))
+    acc = o.split("Accumulated forward statistics")[-1]
+    m = re.search(rf"{kind}-packets:\s*(\d+)", acc)
+    return calls, int(m.group(1)) if m else 0
+
+
+def native_run(driver, mode, window, ring):
+    """testpmd `mode` on two ports of the saturating device, polled
+    doorbells, 1 queue each; cycles per packet of the measured window (a
+    warm-up start/stop first: `start` resets the streams' counters)."""
+    ports = [(PCI_A, MAC_A, '{ kind = "sink" }'), (PCI_B, MAC_B, '{ kind = "sink" }')]
+    env = Env(f"native-{driver}-{mode}", ports, doorbell="poll", rdma_core="modern",
+              bench="saturate")
+    args = [f"--forward-mode={mode}", f"--burst={BURST}", f"--rxd={ring}", f"--txd={ring}",
+            "--total-num-mbufs=32768", "--txpkts=64", "--record-core-cycles",
+            "--record-burst-stats"]
+    load = Path("/proc/loadavg").read_text().split()[0]
+    t = Testpmd(env, driver, args, startup_timeout=120)
+    try:
+        t.cmd("start")
+        time.sleep(1.0)
+        t.cmd("stop")
+        t.cmd("start")
+        time.sleep(window)
+        o = t.cmd("stop")
+        dev = t.request({"cmd": "counters"})["counters"]["device"]
+        t.quit(60)
+    except Exception:
+        log(t.tail())
+        t.kill()
+        raise
+    finally:
+        env.cleanup()
+    m = re.search(r"CPU cycles/packet=([\d.]+)", o)
+    rx_calls, rx_pkts = burst_stats(o, "RX")
+    tx_calls, tx_pkts = burst_stats(o, "TX")
+    return {
+        "cycles_per_packet": float(m.group(1)) if m else None,
+        "rx_packets": rx_pkts, "tx_packets": tx_pkts,
+        # Every call, empty ones included (testpmd's burst stats count
+        # them; its cycles do not: only iterations that moved packets).
+        "pkts_per_rx_call": rx_pkts / rx_calls if rx_calls else None,
+        "pkts_per_tx_call": tx_pkts / tx_calls if tx_calls else None,
+        "mpps": (rx_pkts if mode != "txonly" else tx_pkts) / window / 1e6,
+        "device": {k: dev.get(k) for k in ("bench_tx_wqes", "bench_rx_wqes",
+                                            "bench_template_writes")},
+        "loadavg": load,
+    }
+
+
+def native_part(runs, window, ring, modes):
+    out = {"runs": runs, "window": window, "ring": ring, "modes": {}}
+    for mode in modes:
+        pairs = []
+        for i in range(runs):
+            order = ("rust", "c") if i % 2 == 0 else ("c", "rust")
+            r = {}
+            for d in order:
+                r[d] = native_run(d, mode, window, ring)
+                log(f"native: {mode} pair {i + 1} {d}: "
+                    f"{fmt(r[d]['cycles_per_packet'])} cycles/packet, "
+                    f"{fmt(r[d]['pkts_per_rx_call'], 2)} pkts/rx call, "
+                    f"{fmt(r[d]['pkts_per_tx_call'], 2)} pkts/tx call, "
+                    f"{r[d]['mpps']:.2f} Mpps, load {r[d]['loadavg']}")
+            r["order"] = "ours, C" if order[0] == "rust" else "C, ours"
+            r["ratio"] = ratio(r["rust"]["cycles_per_packet"], r["c"]["cycles_per_packet"])
+            pairs.append(r)
+        out["modes"][mode] = {
+            "pairs": pairs,
+            "median_ratio": med([p["ratio"] for p in pairs]),
+            "median_rust": med([p["rust"]["cycles_per_packet"] for p in pairs]),
+            "median_c": med([p["c"]["cycles_per_packet"] for p in pairs]),
+        }
+    return out
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def render_native(n):
+    L = []
+    L.append("### Cycles per packet against the saturating device (native)")
+    L.append("")
+    L.append(f"testpmd on two ports of the emulator's benchmark mode (`bench = \"saturate\"`, "
+             f"polled doorbells), 1 queue each, burst {BURST}, 64-byte frames, {n['ring']} "
+             f"descriptors per ring, `--record-core-cycles --record-burst-stats`; "
+             f"{n['window']} s measured after a 1 s warm-up; {n['runs']} pairs per mode, the "
+             "drivers alternated A/B. Cycles per packet: the forwarding lcore's TSC cycles in "
+             "bursts that moved packets over the packets (received; sent for txonly), "
+             "testpmd's own work included (the same for both drivers). Pkts per call: "
+             "packets per `rx_burst`/`tx_burst` call, empty calls included (32 = saturated).")
+    L.append("")
+    L.append("| mode | pair | order | ours cycles/pkt | C cycles/pkt | ours/C | ours pkts/rx call "
+             "| C pkts/rx call | ours pkts/tx call | C pkts/tx call | ours Mpps | C Mpps | load avg |")
+    L.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for mode, m in n["modes"].items():
+        for i, r in enumerate(m["pairs"]):
+            a, b = r["rust"], r["c"]
+            L.append(f"| {mode} | {i + 1} | {r['order']} | {fmt(a['cycles_per_packet'])} | "
+                     f"{fmt(b['cycles_per_packet'])} | {fmt(r['ratio'], 2)} | "
+                     f"{fmt(a['pkts_per_rx_call'], 2)} | {fmt(b['pkts_per_rx_call'], 2)} | "
+                     f"{fmt(a['pkts_per_tx_call'], 2)} | {fmt(b['pkts_per_tx_call'], 2)} | "
+                     f"{a['mpps']:.2f} | {b['mpps']:.2f} | {a['loadavg']}, {b['loadavg']} |")
+        L.append(f"| **{mode} median** | | | **{fmt(m['median_rust'])}** | "
+                 f"**{fmt(m['median_c'])}** | **{fmt(m['median_ratio'], 2)}** | | | | | | | |")
+    return "\n".join(L) + "\n"
+
+
+# ---------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------
 
@@ -1041,7 +1169,7 @@ def report_version(a, results):
     (VERSIONS / "versions.md").write_text(table)
     print(table)
     if a.update_doc:
-        update_doc(REPO / "doc" / "performance.md", table, None, tag="versions")
+        update_doc(REPO / "doc" / "performance.md", {"versions": table})
         log("doc/performance.md updated (per-version table)")
     log(f"results: {VERSIONS / (a.dpdk + '.json')}, {VERSIONS / 'versions.md'} (and {RUN})")
 
@@ -1082,10 +1210,13 @@ def render_versions(runs):
     return "\n".join(L) + "\n"
 
 
-def update_doc(doc, table, breakdown, tag=None):
+def update_doc(doc, sections):
+    """Rewrites the doc's sections between `<!-- bench:<tag>:begin/end -->`;
+    a section whose part did not run (body None) keeps its last results."""
     text = doc.read_text()
-    sections = ((tag, table),) if tag else (("results", table), ("breakdown", breakdown))
-    for tag, body in sections:
+    for tag, body in sections.items():
+        if body is None:
+            continue
         b, e = f"<!-- bench:{tag}:begin -->", f"<!-- bench:{tag}:end -->"
         if b in text and e in text:
             pre, rest = text.split(b, 1)
@@ -1138,6 +1269,11 @@ def main():
     ap.add_argument("--pps-window", type=float, default=5.0)
     ap.add_argument("--pps-size", type=int, default=64)
     ap.add_argument("--pps-population", type=int, default=8, help="bursts seeded per direction")
+    ap.add_argument("--native-runs", type=int, default=5,
+                    help="A/B pairs per mode against the saturating device (0: skip)")
+    ap.add_argument("--native-window", type=float, default=3.0)
+    ap.add_argument("--native-ring", type=int, default=1024, help="descriptors per ring")
+    ap.add_argument("--native-modes", default=",".join(NATIVE_MODES))
     ap.add_argument("--no-callgrind", action="store_true")
     ap.add_argument("--no-trap-check", dest="trap_check", action="store_false",
                     help="skip re-running the 1-queue 64-byte rows with trapped doorbells")
@@ -1229,19 +1365,30 @@ def main():
             "median_cycles_rust": med([p["rust"]["cycles_per_packet"] for p in pairs]),
             "median_cycles_c": med([p["c"]["cycles_per_packet"] for p in pairs]),
         }
+    # Another release (--dpdk) is compared by its callgrind rows only.
+    if a.native_runs > 0 and not a.dpdk and set(drivers) >= {"rust", "c"}:
+        results["native"] = native_part(a.native_runs, a.native_window, a.native_ring,
+                                        a.native_modes.split(","))
     results["elapsed_min"] = (time.monotonic() - t_start) / 60
     if a.dpdk:
         report_version(a, results)
         return
     table = render(results)
     bd = render_breakdown(results)
+    native = render_native(results["native"]) if results.get("native") else None
     for d in (RUN, OUT):
         (d / "results.json").write_text(json.dumps(results, indent=1, default=str))
-        (d / "results.md").write_text(table + "\n" + bd)
+        (d / "results.md").write_text(table + "\n" + (native or "") + "\n" + bd)
     print(table)
+    print(native or "")
     print(bd)
     if a.update_doc:
-        update_doc(REPO / "doc" / "performance.md", table, bd)
+        ran_cg = not a.no_callgrind
+        update_doc(REPO / "doc" / "performance.md", {
+            "results": table if ran_cg or results.get("pps") else None,
+            "breakdown": bd if ran_cg else None,
+            "native": native,
+        })
         log("doc/performance.md updated")
     log(f"results: {OUT / 'results.md'}, {OUT / 'results.json'} (and {RUN})")
 

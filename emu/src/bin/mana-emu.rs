@@ -272,6 +272,7 @@ sysfs_root = "/tmp/mana-emu/sys"   # SYSFS_PCI_DEVICES=<sysfs_root>/bus/pci/devi
 run_dir = "/tmp/mana-emu/run"      # control sockets: mana-emu-<pid>.sock, mana-emu.sock
 counters_dump = "/tmp/mana-emu/counters.json"   # written at process exit
 reset_down_ms = 2000          # how long a reset hides the device
+bench = "off"                 # "saturate": queues kept saturated for benchmarks (emu/README.md)
 
 [limits]                      # ibv_query_device(_ex) attributes
 max_qp = 64
