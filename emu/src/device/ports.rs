@@ -88,13 +88,15 @@ impl State {
 
     pub(super) fn poll_backends(&mut self) -> bool {
         let mut did = false;
-        let mut buf = vec![0u8; 65536];
+        // Allocated (and zeroed: 64 KiB) only when an AF_PACKET port reads.
+        let mut buf = Vec::new();
         for i in 0..self.ports.len() {
             let rx_ready = self.ports[i].rss.is_some();
             let backlog_empty = self.ports[i].backlog.is_empty();
             let mut got = Vec::new();
             match &mut self.ports[i].backend {
                 Backend::AfPacket(fd) => {
+                    buf.resize(65536, 0);
                     while got.len() < 256 {
                         match backend::af_packet_recv(fd, &mut buf) {
                             Some(n) => got.push(buf[..n].to_vec()),

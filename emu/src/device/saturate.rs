@@ -30,8 +30,10 @@ use super::dma;
 use super::objects::Cq;
 use super::State;
 use crate::pkt;
+use crate::wire::WqeHeader;
 use crate::wire::{self, vendor_err as ve, RxFlags, RxPpi};
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// WQEs completed per queue per device pass.
 const BUDGET: usize = 1024;
@@ -42,15 +44,40 @@ pub const TEMPLATE_LEN: usize = 64;
 #[derive(Default)]
 pub(super) struct Saturator {
     /// (lkey, address) of every buffer already holding the template.
-    written: HashSet<(u32, u64)>,
+    written: HashSet<(u32, u64), BuildHasherDefault<AddrHasher>>,
     /// Per port: the template and the RX completion fields it gets.
     templates: Vec<Option<Template>>,
 }
 
+/// A multiplicative hash for buffer keys, looked up once per packet
+/// (SipHash, the default, costs more than the rest of a completion).
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(23) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 #[derive(Clone)]
 struct Template {
-    /// What the fields were computed for: RSS on, key, hashed fields.
-    rss: (bool, [u8; 40], u64),
+    /// What the fields were computed for: RSS on, key, hashed fields,
+    /// indirection table, default RQ.
+    rss: (bool, [u8; 40], u64, Vec<u32>, u32),
+    /// The RQs behind the port's RSS QP, each once.
+    rqs: Vec<u32>,
     frame: Vec<u8>,
     flags: RxFlags,
     hash: u32,
@@ -83,10 +110,20 @@ fn put_cqe(c: &mut Cq, data: [u8; 60], wq_num: u32, is_sq: bool) {
 
 /// How one RX WQE is completed.
 enum RxFill {
-    /// The template (the buffers hold it); `fresh`: not written there yet.
-    Ok { sge: wire::Sge, fresh: bool },
+    /// With the template; `fresh`: the buffer does not hold it yet.
+    Ok { fresh: bool },
     /// An error CQE: CQE type, vendor error, drop reason.
     Err(u32, u32, &'static str),
+}
+
+/// One RX WQE to complete: its ring offset, header (if it parsed), size
+/// in the ring, first SGE, and how.
+struct RxWqe {
+    ring_off: usize,
+    header: Option<WqeHeader>,
+    advance: u32,
+    sge: wire::Sge,
+    fill: RxFill,
 }
 
 impl State {
@@ -161,42 +198,57 @@ impl State {
     pub(super) fn saturate_rx(&mut self) -> bool {
         let mut did = false;
         for port in 0..self.ports.len() {
-            let Some(rss) = self.ports[port].rss.as_ref() else {
+            if self.ports[port].rss.is_none() {
                 continue;
-            };
-            let mut rqs: Vec<u32> = rss.table.clone();
-            rqs.push(rss.default_rq);
-            rqs.sort_unstable();
-            rqs.dedup();
+            }
             let t = self.template(port);
-            for rq in rqs {
+            for &rq in &t.rqs {
                 did |= self.saturate_rq(port, rq, &t);
             }
+            self.saturator.templates[port] = Some(t);
         }
         did
     }
 
     /// The port's template with the completion fields its current RSS
-    /// configuration gives it (computed again when that changes).
+    /// configuration gives it (computed again when that changes), taken
+    /// out of the cache for the pass.
     fn template(&mut self, port: usize) -> Template {
         let rss = self.ports[port].rss.as_ref().expect("port has RSS");
-        let sig = (rss.enabled, rss.key, rss.fields);
         if self.saturator.templates.len() <= port {
             self.saturator.templates.resize(port + 1, None);
         }
-        if let Some(t) = &self.saturator.templates[port] {
-            if t.rss == sig {
-                return t.clone();
+        if let Some(t) = self.saturator.templates[port].take() {
+            let (en, key, fields, table, default) = &t.rss;
+            if *en == rss.enabled
+                && *key == rss.key
+                && *fields == rss.fields
+                && *table == rss.table
+                && *default == rss.default_rq
+            {
+                return t;
             }
         }
+        let sig = (
+            rss.enabled,
+            rss.key,
+            rss.fields,
+            rss.table.clone(),
+            rss.default_rq,
+        );
+        let mut rqs = rss.table.clone();
+        rqs.push(rss.default_rq);
+        rqs.sort_unstable();
+        rqs.dedup();
         let frame = template_frame(self.ports[port].mac);
         let (_, hash, htype) = self.select_rq(port, &frame).expect("port has RSS");
         let l = pkt::parse(&frame).expect("template parses");
         let ok_ip = pkt::ipv4_csum_ok(&frame, l.l3);
         let ok_udp = pkt::l4_csum_ok(&frame, &l) == Some(true);
         debug_assert!(ok_ip && ok_udp, "template checksums");
-        let t = Template {
+        Template {
             rss: sig,
+            rqs,
             flags: RxFlags {
                 hashtype: htype as u16,
                 ip_ok: ok_ip,
@@ -205,9 +257,7 @@ impl State {
             },
             hash,
             frame,
-        };
-        self.saturator.templates[port] = Some(t.clone());
-        t
+        }
     }
 
     fn saturate_rq(&mut self, port: usize, rq: u32, t: &Template) -> bool {
@@ -218,52 +268,55 @@ impl State {
             return false;
         }
         let base_pd = self.base_pd(w.pd);
+        let len = t.frame.len() as u64;
         // 1. Which WQEs complete how (read from the ring only).
         let mut fills = Vec::new();
         let mut off = w.dev_off;
         while fills.len() < BUDGET && off != w.db_tail {
             let ring_off = (off as usize) & (w.buf.len() - 1);
-            match dma::read_wqe_header(w, off, wire::MAX_RX_WQE) {
+            let e = match dma::read_wqe_header(w, off, wire::MAX_RX_WQE) {
                 Ok(h) => {
-                    let sges: Vec<wire::Sge> = (0..usize::from(h.num_sge))
-                        .map(|i| dma::read_sge(w, ring_off, &h, i))
-                        .collect();
-                    let cap: u64 = sges.iter().map(|s| u64::from(s.size)).sum();
-                    let fill = if cap < t.frame.len() as u64 {
+                    let sge = dma::read_sge(w, ring_off, &h, 0);
+                    let cap: u64 = u64::from(sge.size)
+                        + (1..usize::from(h.num_sge))
+                            .map(|i| u64::from(dma::read_sge(w, ring_off, &h, i).size))
+                            .sum::<u64>();
+                    let fill = if cap < len {
                         RxFill::Err(wire::CQE_RX_TRUNCATED, 0, "rx_truncated")
                     } else {
-                        let fresh = !self
-                            .saturator
-                            .written
-                            .contains(&(sges[0].mem_key, sges[0].address));
+                        let key = (sge.mem_key, sge.address);
                         RxFill::Ok {
-                            sge: sges[0],
-                            fresh,
+                            fresh: !self.saturator.written.contains(&key),
                         }
                     };
-                    fills.push((ring_off, h.wqe_bytes(), sges, fill));
-                    off = off.wrapping_add(h.wqe_bytes());
-                }
-                Err((code, skip)) => {
-                    fills.push((
+                    RxWqe {
                         ring_off,
-                        skip,
-                        Vec::new(),
-                        RxFill::Err(wire::CQE_RX_TRUNCATED, code, "malformed_wqe"),
-                    ));
-                    off = off.wrapping_add(skip);
+                        header: Some(h),
+                        advance: h.wqe_bytes(),
+                        sge,
+                        fill,
+                    }
                 }
-            }
+                Err((code, skip)) => RxWqe {
+                    ring_off,
+                    header: None,
+                    advance: skip,
+                    sge: wire::Sge::default(),
+                    fill: RxFill::Err(wire::CQE_RX_TRUNCATED, code, "malformed_wqe"),
+                },
+            };
+            off = off.wrapping_add(e.advance);
+            fills.push(e);
         }
         // 2. The template into buffers completed for the first time.
-        for (_, _, sges, fill) in fills.iter_mut() {
-            let RxFill::Ok { sge, fresh: true } = fill else {
+        for e in fills.iter_mut() {
+            let (RxFill::Ok { fresh: true }, Some(h)) = (&e.fill, &e.header) else {
                 continue;
             };
-            let key = (sge.mem_key, sge.address);
             let mut regions = Vec::new();
-            for s in sges.iter() {
-                match self.mr_lookup(base_pd, s) {
+            for i in 0..usize::from(h.num_sge) {
+                let s = dma::read_sge(&self.wqs[&rq], e.ring_off, h, i);
+                match self.mr_lookup(base_pd, &s) {
                     Ok(r) => regions.push(r),
                     Err(code) => {
                         let reason = if code == ve::BAD_LKEY {
@@ -271,14 +324,16 @@ impl State {
                         } else {
                             "out_of_mr"
                         };
-                        *fill = RxFill::Err(wire::CQE_RX_TRUNCATED, code, reason);
+                        e.fill = RxFill::Err(wire::CQE_RX_TRUNCATED, code, reason);
                         break;
                     }
                 }
             }
-            if matches!(fill, RxFill::Ok { .. }) {
+            if matches!(e.fill, RxFill::Ok { .. }) {
                 dma::scatter(&regions, &t.frame);
-                self.saturator.written.insert(key);
+                self.saturator
+                    .written
+                    .insert((e.sge.mem_key, e.sge.address));
                 self.counters.bench_template_writes += 1;
             }
         }
@@ -296,34 +351,35 @@ impl State {
             return false;
         };
         let rq_id = w.hw_id.unwrap_or(0);
-        let len = t.frame.len() as u64;
+        let ppi = [RxPpi {
+            pkt_len: len as u16,
+            pkt_hash: t.hash,
+        }];
         let n = fills.len();
-        for (ring_off, advance, _, fill) in fills {
-            w.dev_off = w.dev_off.wrapping_add(advance);
-            w.counters.wqes += 1;
-            counters.bench_rx_wqes += 1;
-            let d = match fill {
+        let mut ok = 0u64;
+        for e in fills {
+            w.dev_off = w.dev_off.wrapping_add(e.advance);
+            let d = match e.fill {
                 RxFill::Ok { .. } => {
-                    w.counters.packets += 1;
-                    w.counters.bytes += len;
-                    ports[port].counters.rx_packets += 1;
-                    ports[port].counters.rx_bytes += len;
-                    *packets_moved += 1;
-                    let ppi = RxPpi {
-                        pkt_len: len as u16,
-                        pkt_hash: t.hash,
-                    };
-                    wire::rx_comp(wire::CQE_RX_OKAY, 0, &t.flags, &[ppi], ring_off as u32)
+                    ok += 1;
+                    wire::rx_comp(wire::CQE_RX_OKAY, 0, &t.flags, &ppi, e.ring_off as u32)
                 }
                 RxFill::Err(ty, code, reason) => {
                     w.counters.errors += 1;
                     ports[port].counters.drop(reason, 1);
                     let flags = RxFlags::default();
-                    wire::rx_comp(ty, code, &flags, &[], ring_off as u32)
+                    wire::rx_comp(ty, code, &flags, &[], e.ring_off as u32)
                 }
             };
             put_cqe(c, d, rq_id, false);
         }
+        w.counters.wqes += n as u64;
+        w.counters.packets += ok;
+        w.counters.bytes += ok * len;
+        ports[port].counters.rx_packets += ok;
+        ports[port].counters.rx_bytes += ok * len;
+        *packets_moved += ok;
+        counters.bench_rx_wqes += n as u64;
         let cqh = w.cq;
         self.signal_cq(cqh);
         n > 0
