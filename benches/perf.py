@@ -826,6 +826,9 @@ def pps_run(driver, size, window, population):
 # ---------------------------------------------------------------------------
 
 NATIVE_MODES = ("txonly", "rxonly", "io")
+# A burst call longer than this (77 us at 2.6 GHz; a full burst takes a few
+# thousand cycles) was preempted: benches/pace.c counts it apart.
+PREEMPTED_CYCLES = 200_000
 
 
 def burst_stats(o, kind):
@@ -848,7 +851,9 @@ def native_run(driver, mode, window, ring):
             "--total-num-mbufs=32768", "--txpkts=64", "--record-core-cycles",
             "--record-burst-stats"]
     load = Path("/proc/loadavg").read_text().split()[0]
-    t = Testpmd(env, driver, args, startup_timeout=120)
+    stats_file = env.dir / "shim.json"
+    t = Testpmd(env, driver, args, extra_preload=[PACE_LIB], startup_timeout=120, extra_env={
+        "BENCH_CYCLES": str(PREEMPTED_CYCLES), "BENCH_STATS": str(stats_file)})
     try:
         t.cmd("start")
         time.sleep(1.0)
@@ -858,12 +863,24 @@ def native_run(driver, mode, window, ring):
         o = t.cmd("stop")
         dev = t.request({"cmd": "counters"})["counters"]["device"]
         t.quit(60)
+        shim = json.loads(stats_file.read_text())
     except Exception:
         log(t.tail())
         t.kill()
         raise
     finally:
         env.cleanup()
+    timing = {}
+    for k, kind in enumerate(("rx", "tx")):
+        tm = [p["timing"][k] for p in shim["ports"]]
+        tot = {f: sum(x[f] for x in tm) for f in tm[0]}
+        busy = tot["full_calls"] + tot["part_calls"]
+        timing[kind] = {
+            **tot,
+            "full_cycles_per_packet": tot["full_cycles"] / tot["full_pkts"] if tot["full_pkts"] else None,
+            "full_share": tot["full_calls"] / busy if busy else None,
+            "empty_cycles_per_call": tot["empty_cycles"] / tot["empty_calls"] if tot["empty_calls"] else None,
+        }
     m = re.search(r"CPU cycles/packet=([\d.]+)", o)
     rx_calls, rx_pkts = burst_stats(o, "RX")
     tx_calls, tx_pkts = burst_stats(o, "TX")
@@ -875,10 +892,21 @@ def native_run(driver, mode, window, ring):
         "pkts_per_rx_call": rx_pkts / rx_calls if rx_calls else None,
         "pkts_per_tx_call": tx_pkts / tx_calls if tx_calls else None,
         "mpps": (rx_pkts if mode != "txonly" else tx_pkts) / window / 1e6,
+        "burst_timing": timing,
         "device": {k: dev.get(k) for k in ("bench_tx_wqes", "bench_rx_wqes",
                                             "bench_template_writes")},
         "loadavg": load,
     }
+
+
+def fn_cycles(r, mode):
+    """Cycles per packet inside the driver's burst functions, full bursts
+    only, preempted calls left out (benches/pace.c): RX + TX per forwarded
+    packet in io, the one direction in rxonly/txonly."""
+    t = r["burst_timing"]
+    parts = {"rxonly": ("rx",), "txonly": ("tx",), "io": ("rx", "tx")}[mode]
+    v = [t[k]["full_cycles_per_packet"] for k in parts]
+    return None if None in v else sum(v)
 
 
 def native_part(runs, window, ring, modes):
@@ -889,20 +917,30 @@ def native_part(runs, window, ring, modes):
             order = ("rust", "c") if i % 2 == 0 else ("c", "rust")
             r = {}
             for d in order:
-                r[d] = native_run(d, mode, window, ring)
-                log(f"native: {mode} pair {i + 1} {d}: "
-                    f"{fmt(r[d]['cycles_per_packet'])} cycles/packet, "
-                    f"{fmt(r[d]['pkts_per_rx_call'], 2)} pkts/rx call, "
-                    f"{fmt(r[d]['pkts_per_tx_call'], 2)} pkts/tx call, "
-                    f"{r[d]['mpps']:.2f} Mpps, load {r[d]['loadavg']}")
+                x = native_run(d, mode, window, ring)
+                x["fn_cycles"] = fn_cycles(x, mode)
+                r[d] = x
+                bt = x["burst_timing"]
+                log(f"native: {mode} pair {i + 1} {d}: testpmd "
+                    f"{fmt(x['cycles_per_packet'])} cycles/packet; burst functions "
+                    f"{fmt(x['fn_cycles'])} (rx {fmt(bt['rx']['full_cycles_per_packet'])}, "
+                    f"tx {fmt(bt['tx']['full_cycles_per_packet'])}); "
+                    f"{fmt(x['pkts_per_rx_call'], 2)} pkts/rx call, "
+                    f"{fmt(x['pkts_per_tx_call'], 2)} pkts/tx call, "
+                    f"preempted {bt['rx']['preempted'] + bt['tx']['preempted']}, "
+                    f"{x['mpps']:.2f} Mpps, load {x['loadavg']}")
             r["order"] = "ours, C" if order[0] == "rust" else "C, ours"
             r["ratio"] = ratio(r["rust"]["cycles_per_packet"], r["c"]["cycles_per_packet"])
+            r["fn_ratio"] = ratio(r["rust"]["fn_cycles"], r["c"]["fn_cycles"])
             pairs.append(r)
         out["modes"][mode] = {
             "pairs": pairs,
             "median_ratio": med([p["ratio"] for p in pairs]),
             "median_rust": med([p["rust"]["cycles_per_packet"] for p in pairs]),
             "median_c": med([p["c"]["cycles_per_packet"] for p in pairs]),
+            "median_fn_ratio": med([p["fn_ratio"] for p in pairs]),
+            "median_fn_rust": med([p["rust"]["fn_cycles"] for p in pairs]),
+            "median_fn_c": med([p["c"]["fn_cycles"] for p in pairs]),
         }
     return out
 
@@ -920,24 +958,40 @@ def render_native(n):
              f"polled doorbells), 1 queue each, burst {BURST}, 64-byte frames, {n['ring']} "
              f"descriptors per ring, `--record-core-cycles --record-burst-stats`; "
              f"{n['window']} s measured after a 1 s warm-up; {n['runs']} pairs per mode, the "
-             "drivers alternated A/B. Cycles per packet: the forwarding lcore's TSC cycles in "
-             "bursts that moved packets over the packets (received; sent for txonly), "
-             "testpmd's own work included (the same for both drivers). Pkts per call: "
-             "packets per `rx_burst`/`tx_burst` call, empty calls included (32 = saturated).")
+             "drivers alternated A/B (see Method). **testpmd**: its CPU cycles/packet of the "
+             "measured window (forwarding-loop iterations that moved packets, testpmd's own "
+             "work included). **burst fns**: TSC cycles inside the drivers' rx/tx burst "
+             "functions per packet, full bursts only, calls longer than "
+             f"{PREEMPTED_CYCLES:,} cycles (preempted) left out, whole run (benches/pace.c); "
+             "io: RX + TX per forwarded packet. **pkts/rx call**: packets per `rx_burst` "
+             "call, empty calls included (32 = saturated); **full**: share of the RX "
+             "(txonly: TX) calls that moved packets which moved a full burst.")
     L.append("")
-    L.append("| mode | pair | order | ours cycles/pkt | C cycles/pkt | ours/C | ours pkts/rx call "
-             "| C pkts/rx call | ours pkts/tx call | C pkts/tx call | ours Mpps | C Mpps | load avg |")
-    L.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    L.append("| mode | pair | order | testpmd ours | testpmd C | ours/C | burst fns ours "
+             "| burst fns C | ours/C | pkts/rx call ours, C | full ours, C | preempted ours, C "
+             "| Mpps ours, C | load avg |")
+    L.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---|")
+
+    def full(x, mode):
+        t = x["burst_timing"]["tx" if mode == "txonly" else "rx"]
+        return "n/a" if t["full_share"] is None else f"{t['full_share'] * 100:.0f}%"
+
+    def pre(x):
+        t = x["burst_timing"]
+        return t["rx"]["preempted"] + t["tx"]["preempted"]
     for mode, m in n["modes"].items():
         for i, r in enumerate(m["pairs"]):
             a, b = r["rust"], r["c"]
             L.append(f"| {mode} | {i + 1} | {r['order']} | {fmt(a['cycles_per_packet'])} | "
                      f"{fmt(b['cycles_per_packet'])} | {fmt(r['ratio'], 2)} | "
-                     f"{fmt(a['pkts_per_rx_call'], 2)} | {fmt(b['pkts_per_rx_call'], 2)} | "
-                     f"{fmt(a['pkts_per_tx_call'], 2)} | {fmt(b['pkts_per_tx_call'], 2)} | "
-                     f"{a['mpps']:.2f} | {b['mpps']:.2f} | {a['loadavg']}, {b['loadavg']} |")
+                     f"{fmt(a['fn_cycles'])} | {fmt(b['fn_cycles'])} | {fmt(r['fn_ratio'], 2)} | "
+                     f"{fmt(a['pkts_per_rx_call'], 2)}, {fmt(b['pkts_per_rx_call'], 2)} | "
+                     f"{full(a, mode)}, {full(b, mode)} | {pre(a)}, {pre(b)} | "
+                     f"{a['mpps']:.2f}, {b['mpps']:.2f} | {a['loadavg']}, {b['loadavg']} |")
         L.append(f"| **{mode} median** | | | **{fmt(m['median_rust'])}** | "
-                 f"**{fmt(m['median_c'])}** | **{fmt(m['median_ratio'], 2)}** | | | | | | | |")
+                 f"**{fmt(m['median_c'])}** | **{fmt(m['median_ratio'], 2)}** | "
+                 f"**{fmt(m['median_fn_rust'])}** | **{fmt(m['median_fn_c'])}** | "
+                 f"**{fmt(m['median_fn_ratio'], 2)}** | | | | | |")
     return "\n".join(L) + "\n"
 
 

@@ -235,9 +235,10 @@ fn device_thread(sh: Arc<Shared>) {
             continue;
         }
         // Saturating: never sleep while a driver runs (a 200 us nap would
-        // let its queues run dry); yield the core to whoever else wants it.
+        // let its queues run dry), nor yield (on a busy machine a yield
+        // gives the core away for a whole time slice).
         if saturating {
-            std::thread::yield_now();
+            std::hint::spin_loop();
             continue;
         }
         let timeout_ms = if pending || poll_mode { 0 } else { 5 };
