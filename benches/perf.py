@@ -950,9 +950,15 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
-def render_native(n):
+def render_native(n, results):
+    m = results["machine"]
     L = []
     L.append("### Cycles per packet against the saturating device (native)")
+    L.append("")
+    L.append(f"Command: `{results['command']}` ({results['date']}); driver revision "
+             f"`{m['revision']}`{' with uncommitted changes' if m['dirty'] else ''}, plugin sha256 "
+             f"`{results['binaries'].get('librte_net_mana.so', '?')}`; {m['nproc']} CPUs, "
+             f"{m['cpu']}; load average at start {' '.join(m['loadavg_at_start'])}.")
     L.append("")
     L.append(f"testpmd on two ports of the emulator's benchmark mode (`bench = \"saturate\"`, "
              f"polled doorbells), 1 queue each, burst {BURST}, 64-byte frames, {n['ring']} "
@@ -1429,7 +1435,7 @@ def main():
         return
     table = render(results)
     bd = render_breakdown(results)
-    native = render_native(results["native"]) if results.get("native") else None
+    native = render_native(results["native"], results) if results.get("native") else None
     for d in (RUN, OUT):
         (d / "results.json").write_text(json.dumps(results, indent=1, default=str))
         (d / "results.md").write_text(table + "\n" + (native or "") + "\n" + bd)

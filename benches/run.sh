@@ -7,11 +7,13 @@
 # Builds the Rust PMD and the emulator (release), DPDK 22.11's C net/mana
 # driver (tests/upstream/build-c-driver.sh) and the pacing shim
 # (benches/pace.c), then runs benches/perf.py: callgrind instruction counts
-# of both drivers' burst functions, then A/B packets-per-second runs.
+# of both drivers' burst functions, then A/B packets-per-second runs, then
+# A/B cycles-per-packet runs against the emulator's saturating benchmark
+# mode (--native-runs; alone: --no-callgrind --pps-runs 0).
 # Results: target/bench/results.{md,json} (and, with callgrind's output and
 # a copy of every measured binary, target/bench/runs/<time>-<pid>/);
 # --update-doc rewrites the result sections of doc/performance.md. Needs scripts/setup.sh's packages
-# (valgrind, dpdk-testpmd, libdpdk-dev, the DPDK source). About 12 minutes
+# (valgrind, dpdk-testpmd, libdpdk-dev, the DPDK source). About 18 minutes
 # on 2 cores. Not part of the test suite.
 #
 # With --dpdk RELEASE (23.11, 24.11, 25.11, 26.07: what scripts/dpdk.sh
