@@ -840,12 +840,12 @@ def burst_stats(o, kind):
     return calls, int(m.group(1)) if m else 0
 
 
-def native_run(driver, mode, window, ring):
+def native_run(driver, mode, window, ring, doorbell="poll"):
     """testpmd `mode` on two ports of the saturating device, polled
     doorbells, 1 queue each; cycles per packet of the measured window (a
     warm-up start/stop first: `start` resets the streams' counters)."""
     ports = [(PCI_A, MAC_A, '{ kind = "sink" }'), (PCI_B, MAC_B, '{ kind = "sink" }')]
-    env = Env(f"native-{driver}-{mode}", ports, doorbell="poll", rdma_core="modern",
+    env = Env(f"native-{driver}-{mode}", ports, doorbell=doorbell, rdma_core="modern",
               bench="saturate")
     args = [f"--forward-mode={mode}", f"--burst={BURST}", f"--rxd={ring}", f"--txd={ring}",
             "--total-num-mbufs=32768", "--txpkts=64", "--record-core-cycles",
@@ -909,15 +909,15 @@ def fn_cycles(r, mode):
     return None if None in v else sum(v)
 
 
-def native_part(runs, window, ring, modes):
-    out = {"runs": runs, "window": window, "ring": ring, "modes": {}}
+def native_part(runs, window, ring, modes, doorbell="poll"):
+    out = {"runs": runs, "window": window, "ring": ring, "doorbell": doorbell, "modes": {}}
     for mode in modes:
         pairs = []
         for i in range(runs):
             order = ("rust", "c") if i % 2 == 0 else ("c", "rust")
             r = {}
             for d in order:
-                x = native_run(d, mode, window, ring)
+                x = native_run(d, mode, window, ring, doorbell)
                 x["fn_cycles"] = fn_cycles(x, mode)
                 r[d] = x
                 bt = x["burst_timing"]
@@ -961,7 +961,7 @@ def render_native(n, results):
              f"{m['cpu']}; load average at start {' '.join(m['loadavg_at_start'])}.")
     L.append("")
     L.append(f"testpmd on two ports of the emulator's benchmark mode (`bench = \"saturate\"`, "
-             f"polled doorbells), 1 queue each, burst {BURST}, 64-byte frames, {n['ring']} "
+             f"{'polled' if n.get('doorbell', 'poll') == 'poll' else 'trapped'} doorbells), 1 queue each, burst {BURST}, 64-byte frames, {n['ring']} "
              f"descriptors per ring, `--record-core-cycles --record-burst-stats`; "
              f"{n['window']} s measured after a 1 s warm-up; {n['runs']} pairs per mode, the "
              "drivers alternated A/B (see Method). **testpmd**: its CPU cycles/packet of the "
@@ -1334,6 +1334,8 @@ def main():
     ap.add_argument("--native-window", type=float, default=3.0)
     ap.add_argument("--native-ring", type=int, default=1024, help="descriptors per ring")
     ap.add_argument("--native-modes", default=",".join(NATIVE_MODES))
+    ap.add_argument("--native-doorbell", default="poll", choices=("poll", "trap"),
+                    help="the emulator's doorbell mode in the native runs (poll: see Method)")
     ap.add_argument("--no-callgrind", action="store_true")
     ap.add_argument("--no-trap-check", dest="trap_check", action="store_false",
                     help="skip re-running the 1-queue 64-byte rows with trapped doorbells")
@@ -1428,7 +1430,7 @@ def main():
     # Another release (--dpdk) is compared by its callgrind rows only.
     if a.native_runs > 0 and not a.dpdk and set(drivers) >= {"rust", "c"}:
         results["native"] = native_part(a.native_runs, a.native_window, a.native_ring,
-                                        a.native_modes.split(","))
+                                        a.native_modes.split(","), a.native_doorbell)
     results["elapsed_min"] = (time.monotonic() - t_start) / 60
     if a.dpdk:
         report_version(a, results)
