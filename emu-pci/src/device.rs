@@ -10,6 +10,7 @@ use crate::mana::{Vport, WqObj};
 use crate::memory::GuestMemory;
 use crate::pci::config::ConfigSpace;
 use crate::pci::MSIX_VECTORS;
+use crate::rdma::Rdma;
 use mana_emu::config::{AdapterConfig, BackendConfig, Config, PortConfig};
 use mana_emu::device::State;
 use std::collections::{BTreeMap, BTreeSet};
@@ -107,6 +108,8 @@ pub struct Device {
     /// WQ objects (`MANA_CREATE_WQ_OBJ`) by handle.
     pub wq_objs: BTreeMap<u64, WqObj>,
     pub(crate) next_wq_obj: u64,
+    /// The RDMA function (`mana_ib`).
+    pub rdma: Rdma,
     pub ledger: Ledger,
     /// Device-side problems seen (bad doorbells, malformed WQEs): count and
     /// the last one's description, by kind.
@@ -150,6 +153,7 @@ impl Device {
             vport: Vport::default(),
             wq_objs: BTreeMap::new(),
             next_wq_obj: 0x100,
+            rdma: Rdma::default(),
             ledger: Ledger::default(),
             errors: BTreeMap::new(),
             retired: BTreeSet::new(),

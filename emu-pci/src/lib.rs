@@ -9,6 +9,7 @@
 //! | [`device`] | the function's state behind one lock |
 //! | [`gdma`] | BAR0, the SMC, the HWC, EQs, DMA regions, GDMA requests |
 //! | [`mana`] | the Ethernet function: vPort requests, data queues |
+//! | [`rdma`] | the RDMA function `mana_ib` drives: adapter, MAC, GIDs |
 //! | [`memory`] | guest memory (the one place it is dereferenced) |
 //! | [`interrupts`] | MSI-X vectors |
 //! | [`ledger`] | requests and answers counted, objects left behind |
@@ -24,4 +25,5 @@ pub mod logging;
 pub mod mana;
 pub mod memory;
 pub mod pci;
+pub mod rdma;
 pub mod vfio;

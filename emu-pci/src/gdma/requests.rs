@@ -97,7 +97,10 @@ impl Device {
             GDMA_CREATE_DMA_REGION => self.create_dma_region(msg),
             GDMA_DMA_REGION_ADD_PAGES => self.dma_region_add_pages(msg),
             GDMA_DESTROY_DMA_REGION => self.destroy_dma_region(msg),
-            _ => match self.mana_request(c, hdr, msg) {
+            _ => match self
+                .rdma_request(c, hdr, msg)
+                .or_else(|| self.mana_request(c, hdr, msg))
+            {
                 Some(r) => r,
                 None => return (Err(fail(status::NOT_SUPPORTED, "not implemented")), true),
             },
@@ -203,6 +206,7 @@ impl Device {
         let devs = [
             DevId::new(GDMA_DEVICE_HWC, 0),
             DevId::new(GDMA_DEVICE_MANA, 0),
+            DevId::new(GDMA_DEVICE_MANA_IB, 0),
         ];
         r.num_of_devs = U32::new(devs.len() as u32);
         r.devs[..devs.len()].copy_from_slice(&devs);
@@ -211,7 +215,8 @@ impl Device {
 
     fn register_device(&mut self, hdr: &ReqHdr) -> Handled {
         let dev = hdr.dev_id;
-        if dev != DevId::new(GDMA_DEVICE_MANA, 0) {
+        let is_mana = dev == DevId::new(GDMA_DEVICE_MANA, 0);
+        if !is_mana && dev != DevId::new(GDMA_DEVICE_MANA_IB, 0) {
             return Err(fail(
                 status::NOT_FOUND,
                 format!("device {:#x} is not one LIST_DEVICES returns", dev.as_u32()),
@@ -223,13 +228,17 @@ impl Device {
                 "device already registered",
             ));
         }
-        let reg = Registration {
-            pdid: MANA_PDID,
-            gpa_mkey: MANA_GPA_MKEY,
-            db_page: MANA_DB_PAGE,
+        let reg = if is_mana {
+            self.mana_register()
+                .map_err(|why| fail(status::INSUFFICIENT_RESOURCES, why))?;
+            Registration {
+                pdid: MANA_PDID,
+                gpa_mkey: MANA_GPA_MKEY,
+                db_page: MANA_DB_PAGE,
+            }
+        } else {
+            Device::rdma_registration()
         };
-        self.mana_register()
-            .map_err(|why| fail(status::INSUFFICIENT_RESOURCES, why))?;
         self.registered.insert(dev.as_u32(), reg);
         let mut r = RegisterDeviceResp::new_zeroed();
         r.pdid = U32::new(reg.pdid);
@@ -262,7 +271,11 @@ impl Device {
             log::warn!("DEREGISTER_DEVICE: {l} was still alive; destroyed by the device");
             self.ledger.leaked.push(l);
         }
-        let leaked = self.mana_reset();
+        let leaked = if dev.ty.get() == GDMA_DEVICE_MANA {
+            self.mana_reset()
+        } else {
+            self.rdma_reset()
+        };
         for l in leaked {
             log::warn!("DEREGISTER_DEVICE: {l} was still alive; destroyed by the device");
             self.ledger.leaked.push(l);
@@ -395,6 +408,12 @@ impl Device {
             return Err(fail(
                 status::DEVICE_BUSY,
                 format!("EQ {id} still serves CQ {cq}"),
+            ));
+        }
+        if let Some(a) = self.rdma.adapter.as_ref().filter(|a| a.notify_eq == id) {
+            return Err(fail(
+                status::DEVICE_BUSY,
+                format!("EQ {id} still takes adapter {:#x}'s fatal events", a.handle),
             ));
         }
         let q = self.eqs.remove(&id).unwrap();

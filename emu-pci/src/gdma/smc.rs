@@ -124,6 +124,7 @@ impl Device {
             }
         }
         leaked.extend(self.mana_reset());
+        leaked.extend(self.rdma_reset());
         self.eq_ids = super::IdPool::new(0, super::MAX_EQS);
         self.cq_ids = super::IdPool::new(0, super::MAX_CQS);
         self.wq_ids = super::IdPool::new(0, super::MAX_WQS);

@@ -1,7 +1,8 @@
 //! The GDMA control protocol carried by the hardware channel (HWC): message
 //! headers, request codes and statuses ([`ReqHdr`], [`RespHdr`],
 //! [`RequestCode`]), and the request/response bodies of the GDMA layer
-//! ([`gdma_msg`]) and of the MANA Ethernet function ([`mana_msg`]).
+//! ([`gdma_msg`]), of the MANA Ethernet function ([`mana_msg`]) and of the
+//! MANA RDMA function ([`ib_msg`]).
 //!
 //! Every message starts with a header; the body follows at byte 40 of a
 //! request and byte 32 of a response. `msg_size` counts the header too. The
@@ -16,9 +17,11 @@ use crate::le::{U16, U32};
 use crate::{assert_size, DecodeError, WireType};
 
 pub mod gdma_msg;
+pub mod ib_msg;
 pub mod mana_msg;
 
 pub use gdma_msg::*;
+pub use ib_msg::*;
 pub use mana_msg::*;
 
 /// `hdr_type` of every message (`GDMA_STANDARD_HEADER_TYPE`).

@@ -1,0 +1,293 @@
+//! The MANA RDMA function (`GDMA_DEVICE_MANA_IB`), which the kernel's
+//! `mana_ib` drives: its registration, the adapter (capabilities, creation,
+//! the MAC and GIDs it answers for), and the objects user contexts make
+//! through it.
+//!
+//! At probe the 6.12 `mana_ib` registers the device, asks for the adapter's
+//! capabilities (`MANA_IB_GET_ADAPTER_CAP`, version 3), creates one EQ for
+//! fatal events and one per completion vector (on its own doorbell page and
+//! PD), creates the adapter naming the fatal-event EQ, and configures the
+//! netdev's MAC; the RDMA core then installs the port's GIDs, each one a
+//! `MANA_IB_CONFIG_IP_ADDR`. Removal destroys the adapter, the EQs, and
+//! deregisters.
+
+use crate::device::Device;
+use crate::gdma::requests::{fail, gdma_general_resp, invalid, v1, Failure, Handled};
+use crate::gdma::Registration;
+use gdma::control::*;
+use gdma::le::{U32, U64};
+use gdma::WireType;
+use std::collections::BTreeSet;
+use zerocopy::FromZeros;
+
+/// The RDMA function's protection domain, memory key and doorbell page for
+/// its kernel queues (its EQs).
+pub const RDMA_PDID: u32 = 3;
+pub const RDMA_GPA_MKEY: u32 = 0x300;
+pub const RDMA_DB_PAGE: u32 = 2;
+
+/// What `MANA_IB_GET_ADAPTER_CAP` reports. The queue sizes give the
+/// driver's `max_qp_wr` = min(1 MiB / 512, 1 MiB / 256) = 2048, and the
+/// counts match what the LD_PRELOAD emulator's `ibv_query_device` reports
+/// (`mana_emu::config::Limits`).
+pub const CAP_QUEUE_BYTES: u32 = 1 << 20;
+pub const CAP_MAX_QP: u32 = 64;
+pub const CAP_MAX_CQ: u32 = 64;
+pub const CAP_MAX_MR: u32 = 4096;
+pub const CAP_MAX_PD: u32 = 64;
+pub const CAP_SEND_SGE: u32 = 30;
+pub const CAP_RECV_SGE: u32 = 15;
+
+/// The adapter (`MANA_IB_CREATE_ADAPTER`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Adapter {
+    pub handle: u64,
+    /// The EQ fatal events go to.
+    pub notify_eq: u32,
+    /// MACs configured (`MANA_IB_CONFIG_MAC_ADDR`).
+    pub macs: BTreeSet<[u8; 6]>,
+    /// GIDs configured (`MANA_IB_CONFIG_IP_ADDR`): SGID type and the GID.
+    pub gids: BTreeSet<(u32, [u8; 16])>,
+}
+
+/// The RDMA function's state.
+#[derive(Clone, Debug)]
+pub struct Rdma {
+    pub adapter: Option<Adapter>,
+    pub(crate) next_handle: u64,
+    /// Adapters created since the function started.
+    pub adapters_created: u64,
+}
+
+impl Default for Rdma {
+    fn default() -> Self {
+        Rdma {
+            adapter: None,
+            next_handle: 0x3000,
+            adapters_created: 0,
+        }
+    }
+}
+
+impl Device {
+    /// Handles a request of the RDMA function; `None` for codes it does
+    /// not implement.
+    pub(crate) fn rdma_request(
+        &mut self,
+        c: RequestCode,
+        hdr: &ReqHdr,
+        msg: &[u8],
+    ) -> Option<Handled> {
+        use RequestCode::*;
+        Some(match c {
+            MANA_IB_GET_ADAPTER_CAP => self.query_adapter_caps(hdr),
+            MANA_IB_CREATE_ADAPTER => self.create_adapter(hdr, msg),
+            MANA_IB_DESTROY_ADAPTER => self.destroy_adapter(hdr, msg),
+            MANA_IB_CONFIG_MAC_ADDR => self.config_mac(hdr, msg),
+            MANA_IB_CONFIG_IP_ADDR => self.config_ip(hdr, msg),
+            _ => return None,
+        })
+    }
+
+    /// The registration `GDMA_REGISTER_DEVICE` hands the RDMA function.
+    pub(crate) fn rdma_registration() -> Registration {
+        Registration {
+            pdid: RDMA_PDID,
+            gpa_mkey: RDMA_GPA_MKEY,
+            db_page: RDMA_DB_PAGE,
+        }
+    }
+
+    /// Destroys the RDMA function's objects; returns what was alive.
+    pub(crate) fn rdma_reset(&mut self) -> Vec<String> {
+        let mut leaked = Vec::new();
+        if let Some(a) = self.rdma.adapter.take() {
+            leaked.push(format!(
+                "adapter {:#x} ({} MACs, {} GIDs)",
+                a.handle,
+                a.macs.len(),
+                a.gids.len()
+            ));
+        }
+        leaked
+    }
+
+    /// The RDMA function's registration, for a request addressed to it.
+    fn rdma_registered(&self, hdr: &ReqHdr) -> Result<Registration, Failure> {
+        if hdr.dev_id.ty.get() != GDMA_DEVICE_MANA_IB {
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                format!(
+                    "addressed to device {:#x}, not the RDMA function",
+                    hdr.dev_id.as_u32()
+                ),
+            ));
+        }
+        self.registration(hdr)
+    }
+
+    /// The adapter a request names.
+    fn adapter_mut(&mut self, hdr: &ReqHdr, handle: u64) -> Result<&mut Adapter, Failure> {
+        self.rdma_registered(hdr)?;
+        match self.rdma.adapter.as_mut() {
+            Some(a) if a.handle == handle => Ok(a),
+            _ => Err(fail(
+                status::NOT_FOUND,
+                format!("adapter {handle:#x} does not exist"),
+            )),
+        }
+    }
+
+    fn query_adapter_caps(&mut self, hdr: &ReqHdr) -> Handled {
+        self.rdma_registered(hdr)?;
+        let mut r = QueryAdapterCapsResp::new_zeroed();
+        r.max_sq_id = U32::new(crate::gdma::MAX_WQS);
+        r.max_rq_id = U32::new(crate::gdma::MAX_WQS);
+        r.max_cq_id = U32::new(crate::gdma::MAX_CQS);
+        r.max_qp_count = U32::new(CAP_MAX_QP);
+        r.max_cq_count = U32::new(CAP_MAX_CQ);
+        r.max_mr_count = U32::new(CAP_MAX_MR);
+        r.max_pd_count = U32::new(CAP_MAX_PD);
+        // No RDMA reads or memory windows: the function moves raw frames.
+        r.max_requester_sq_size = U32::new(CAP_QUEUE_BYTES);
+        r.max_responder_sq_size = U32::new(CAP_QUEUE_BYTES);
+        r.max_requester_rq_size = U32::new(CAP_QUEUE_BYTES);
+        r.max_responder_rq_size = U32::new(CAP_QUEUE_BYTES);
+        r.max_send_sge_count = U32::new(CAP_SEND_SGE);
+        r.max_recv_sge_count = U32::new(CAP_RECV_SGE);
+        Ok((GDMA_MESSAGE_V3, zerocopy::IntoBytes::as_bytes(&r).to_vec()))
+    }
+
+    fn create_adapter(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
+        let r = CreateAdapterReq::decode(msg).map_err(invalid)?;
+        self.rdma_registered(hdr)?;
+        if let Some(a) = &self.rdma.adapter {
+            return Err(fail(
+                status::INVALID_DEVICE_STATE,
+                format!("adapter {:#x} exists already", a.handle),
+            ));
+        }
+        let flags = r.feature_flags.get();
+        if flags != 0 {
+            return Err(fail(
+                status::NOT_SUPPORTED,
+                format!("feature flags {flags:#x}: the adapter advertises none"),
+            ));
+        }
+        let eq = r.notify_eq_id.get();
+        match self.eqs.get(&eq) {
+            Some(q) if q.owner == hdr.dev_id => {}
+            Some(_) => {
+                return Err(fail(
+                    status::INVALID_PARAMETER,
+                    format!("notify EQ {eq} belongs to another device"),
+                ))
+            }
+            None => {
+                return Err(fail(
+                    status::NOT_FOUND,
+                    format!("notify EQ {eq} does not exist"),
+                ))
+            }
+        }
+        let handle = self.rdma.next_handle;
+        self.rdma.next_handle += 1;
+        self.rdma.adapters_created += 1;
+        self.rdma.adapter = Some(Adapter {
+            handle,
+            notify_eq: eq,
+            macs: BTreeSet::new(),
+            gids: BTreeSet::new(),
+        });
+        log::info!("RDMA adapter {handle:#x} created, fatal events to EQ {eq}");
+        let mut resp = CreateAdapterResp::new_zeroed();
+        resp.adapter = U64::new(handle);
+        v1(&resp)
+    }
+
+    fn destroy_adapter(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
+        let r = DestroyAdapterReq::decode(msg).map_err(invalid)?;
+        let h = r.adapter.get();
+        self.adapter_mut(hdr, h)?;
+        let a = self.rdma.adapter.take().unwrap();
+        log::info!(
+            "RDMA adapter {h:#x} destroyed ({} MACs, {} GIDs configured)",
+            a.macs.len(),
+            a.gids.len()
+        );
+        v1(&gdma_general_resp())
+    }
+
+    fn config_mac(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
+        let r = ConfigMacAddrReq::decode(msg).map_err(invalid)?;
+        let vport_mac = self.cfg.mac;
+        let a = self.adapter_mut(hdr, r.adapter.get())?;
+        let mac = r.mac();
+        let s = fmt_mac(&mac);
+        match r.op() {
+            AddrOp::Add if mac != vport_mac => Err(fail(
+                status::INVALID_PARAMETER,
+                format!("MAC {s} is not the vPort's ({})", fmt_mac(&vport_mac)),
+            )),
+            AddrOp::Add if !a.macs.insert(mac) => Err(fail(
+                status::INVALID_DEVICE_STATE,
+                format!("MAC {s} is configured already"),
+            )),
+            AddrOp::Remove if !a.macs.remove(&mac) => Err(fail(
+                status::NOT_FOUND,
+                format!("MAC {s} is not configured"),
+            )),
+            op => {
+                log::info!("RDMA adapter: MAC {s} {op:?}");
+                v1(&gdma_general_resp())
+            }
+        }
+    }
+
+    fn config_ip(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
+        let r = ConfigIpAddrReq::decode(msg).map_err(invalid)?;
+        let a = self.adapter_mut(hdr, r.adapter.get())?;
+        let gid = r.gid();
+        let ty = r.sgid_type.get();
+        let v4_mapped = gid[..10].iter().all(|b| *b == 0) && gid[10..12] == [0xff, 0xff];
+        if (ty == SGID_TYPE_IPV4) != v4_mapped {
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                format!(
+                    "GID {} with sgid_type {ty}: IPv4 GIDs are ::ffff:a.b.c.d, and only they",
+                    fmt_gid(&gid)
+                ),
+            ));
+        }
+        let s = fmt_gid(&gid);
+        match r.op() {
+            AddrOp::Add if !a.gids.insert((ty, gid)) => Err(fail(
+                status::INVALID_DEVICE_STATE,
+                format!("GID {s} is configured already"),
+            )),
+            AddrOp::Remove if !a.gids.remove(&(ty, gid)) => Err(fail(
+                status::NOT_FOUND,
+                format!("GID {s} is not configured"),
+            )),
+            op => {
+                log::info!("RDMA adapter: GID {s} {op:?}");
+                v1(&gdma_general_resp())
+            }
+        }
+    }
+}
+
+fn fmt_mac(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// A GID as sysfs prints it (`fe80:0000:...`).
+pub fn fmt_gid(g: &[u8; 16]) -> String {
+    g.chunks(2)
+        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+        .collect::<Vec<_>>()
+        .join(":")
+}
