@@ -7,13 +7,14 @@
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 7] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
     "kernel-rss",
     "kernel-csum",
     "kernel-reload",
+    "rdma-probe",
 ];
 
 #[test]

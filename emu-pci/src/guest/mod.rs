@@ -5,5 +5,6 @@
 pub mod console;
 pub mod initramfs;
 pub mod peer;
+pub mod rdma;
 pub mod scenarios;
 pub mod vm;

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// The MAC the tier configures (a Hyper-V OUI, as Azure VMs have).
 pub const MAC: [u8; 6] = [0x00, 0x15, 0x5d, 0x4e, 0x0a, 0x01];
 const MAC_STR: &str = "00:15:5d:4e:0a:01";
-const PCI: &str = "0000:00:01.0";
+pub(super) const PCI: &str = "0000:00:01.0";
 
 pub type Outcome = Result<String, String>;
 
@@ -83,7 +83,7 @@ impl Tier {
         }
     }
 
-    fn sh30(&mut self, cmd: &str) -> Result<String, String> {
+    pub(super) fn sh30(&mut self, cmd: &str) -> Result<String, String> {
         self.sh(cmd, Duration::from_secs(30))
     }
 
@@ -158,7 +158,7 @@ impl Tier {
         }
     }
 
-    fn device_check(&self, what: &str) -> Result<(), String> {
+    pub(super) fn device_check(&self, what: &str) -> Result<(), String> {
         let d = lock(&self.func.dev);
         let mut bad = Vec::new();
         if !d.ledger.failed.is_empty() {
@@ -201,7 +201,7 @@ impl Tier {
         ))
     }
 
-    fn expect_probed(&mut self) -> Result<(), String> {
+    pub(super) fn expect_probed(&mut self) -> Result<(), String> {
         let drv = self.sh30(&format!("readlink /sys/bus/pci/devices/{PCI}/driver"))?;
         if !drv.trim().ends_with("/mana") {
             return Err(format!("{PCI} bound to {:?}, not mana", drv.trim()));
@@ -546,6 +546,12 @@ impl Tier {
             alive.extend(d.regions.keys().map(|h| format!("DMA region {h:#x}")));
             alive.extend(d.wq_objs.keys().map(|h| format!("WQ object {h:#x}")));
             alive.extend(d.registered.keys().map(|r| format!("registration {r:#x}")));
+            alive.extend(
+                d.rdma
+                    .adapter
+                    .iter()
+                    .map(|a| format!("RDMA adapter {:#x}", a.handle)),
+            );
             if !alive.is_empty() {
                 return Err(format!("after rmmod the device still holds {alive:?}"));
             }
@@ -594,6 +600,7 @@ impl Tier {
             + d.wq_objs.len()
             + d.registered.len()
             + usize::from(d.hwc.is_some())
+            + usize::from(d.rdma.adapter.is_some())
     }
 }
 
@@ -747,13 +754,14 @@ fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Vec<u8> {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 6] = [
+pub const SCENARIOS: [&str; 7] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
     "kernel-rss",
     "kernel-csum",
     "kernel-reload",
+    "rdma-probe",
 ];
 
 impl Tier {
@@ -765,6 +773,7 @@ impl Tier {
             "kernel-rss" => self.rss(),
             "kernel-csum" => self.csum(),
             "kernel-reload" => self.reload(),
+            "rdma-probe" => self.rdma_probe(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }

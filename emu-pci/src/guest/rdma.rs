@@ -1,0 +1,280 @@
+//! The RDMA scenarios: the kernel's `mana_ib` (with `ib_core` and
+//! `ib_uverbs`) on the function, checked from both sides: the IB device
+//! the guest shows in sysfs against the adapter, MAC, GIDs and EQs the
+//! device holds.
+
+use super::scenarios::{Outcome, Tier, MAC, PCI};
+use crate::rdma::{fmt_gid, RDMA_DB_PAGE};
+use crate::vfio::lock;
+use gdma::control::{DevId, GDMA_DEVICE_MANA_IB, SGID_TYPE_IPV4, SGID_TYPE_IPV6};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+const IBDEV: &str = "/sys/class/infiniband/mana_0";
+
+/// What the device holds for the RDMA function.
+struct RdmaView {
+    adapter: Option<(u64, BTreeSet<[u8; 6]>, BTreeSet<(u32, [u8; 16])>)>,
+    eqs: Vec<(u32, u32)>,
+    registered: bool,
+    created: u64,
+}
+
+impl Tier {
+    fn rdma_view(&self) -> RdmaView {
+        let d = lock(&self.func.dev);
+        let ib = DevId::new(GDMA_DEVICE_MANA_IB, 0);
+        RdmaView {
+            adapter: d
+                .rdma
+                .adapter
+                .as_ref()
+                .map(|a| (a.handle, a.macs.clone(), a.gids.clone())),
+            eqs: d
+                .eqs
+                .values()
+                .filter(|q| q.owner == ib)
+                .map(|q| (q.id, q.db_page))
+                .collect(),
+            registered: d.registered.contains_key(&ib.as_u32()),
+            created: d.rdma.adapters_created,
+        }
+    }
+
+    /// Loads `mana_ib` (and the RDMA core) and waits for its IB device.
+    fn load_mana_ib(&mut self) -> Result<(), String> {
+        self.sh30(
+            "for m in ib_core ib_uverbs mana_ib; do \
+               grep -q \"^$m \" /proc/modules || insmod /modules/$m.ko || exit 1; \
+             done",
+        )?;
+        let t0 = Instant::now();
+        while self
+            .sh30(&format!("test -e {IBDEV}/ports/1/gids/0"))
+            .is_err()
+        {
+            if t0.elapsed() > Duration::from_secs(10) {
+                return Err(format!("no {IBDEV} 10 s after insmod mana_ib"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    /// The non-zero GIDs of port 1, as the guest's GID table lists them.
+    fn guest_gids(&mut self) -> Result<BTreeSet<(u32, [u8; 16])>, String> {
+        let out = self.sh30(&format!("cat {IBDEV}/ports/1/gids/*"))?;
+        let mut set = BTreeSet::new();
+        for line in out.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let g = parse_gid(line).ok_or_else(|| format!("GID {line:?}"))?;
+            if g == [0; 16] {
+                continue;
+            }
+            let v4 = g[..10].iter().all(|b| *b == 0) && g[10..12] == [0xff, 0xff];
+            set.insert((if v4 { SGID_TYPE_IPV4 } else { SGID_TYPE_IPV6 }, g));
+        }
+        Ok(set)
+    }
+
+    fn kernel_log_clean(&mut self, when: &str) -> Result<(), String> {
+        let log = self.sh30("dmesg")?;
+        for bad in ["timed out", "WARNING", "Call Trace", "Failed"] {
+            if let Some(l) = log.lines().find(|l| l.contains(bad)) {
+                return Err(format!("kernel log {when}: {l}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// `insmod mana_ib`: the IB device appears with port 1 on eth0, its
+    /// node GUID and default GID from the MAC, and the device holds the
+    /// adapter with that MAC, exactly the GIDs the guest's table lists, and
+    /// one EQ per completion vector plus the fatal-event EQ on the RDMA
+    /// function's doorbell page. `rmmod` takes it all away again; a second
+    /// `insmod` brings it back.
+    pub fn rdma_probe(&mut self) -> Outcome {
+        if self
+            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
+            .is_err()
+        {
+            self.sh30("insmod /modules/mana.ko")?;
+            self.expect_probed()?;
+        }
+        let eqs_before = lock(&self.func.dev).eqs.len();
+        self.load_mana_ib()?;
+        let summary = self.check_rdma_device(eqs_before)?;
+        let ip_ok = |t: &Tier| {
+            lock(&t.func.dev)
+                .ledger
+                .succeeded
+                .get("MANA_IB_CONFIG_IP_ADDR")
+                .copied()
+                .unwrap_or(0)
+        };
+        let gids = self.rdma_view().adapter.map(|a| a.2.len()).unwrap_or(0);
+        let ip_before = ip_ok(self);
+
+        self.sh30("rmmod mana_ib")?;
+        let v = self.rdma_view();
+        let d = lock(&self.func.dev);
+        let mut alive = Vec::new();
+        if let Some((h, ..)) = v.adapter {
+            alive.push(format!("adapter {h:#x}"));
+        }
+        alive.extend(v.eqs.iter().map(|(e, _)| format!("EQ {e}")));
+        if v.registered {
+            alive.push("the registration".into());
+        }
+        if !alive.is_empty() {
+            return Err(format!(
+                "after rmmod mana_ib the device still holds {alive:?}"
+            ));
+        }
+        if !d.ledger.leaked.is_empty() {
+            return Err(format!(
+                "the driver left objects the device destroyed: {:?}",
+                d.ledger.leaked
+            ));
+        }
+        if d.eqs.len() != eqs_before {
+            return Err(format!(
+                "{} EQs after rmmod mana_ib, {eqs_before} before insmod",
+                d.eqs.len()
+            ));
+        }
+        drop(d);
+        let removed = ip_ok(self) - ip_before;
+        if removed != gids as u64 {
+            return Err(format!(
+                "rmmod removed {removed} GIDs through CONFIG_IP_ADDR, the adapter had {gids}"
+            ));
+        }
+        self.device_check("after rmmod mana_ib")?;
+        self.kernel_log_clean("after rmmod mana_ib")?;
+
+        self.load_mana_ib()?;
+        self.check_rdma_device(eqs_before)?;
+        if self.rdma_view().created != 2 {
+            return Err("the second insmod did not create a new adapter".into());
+        }
+        Ok(format!(
+            "{summary}; rmmod: {gids} GIDs removed, adapter and EQs destroyed, deregistered; insmod again: mana_0 back"
+        ))
+    }
+
+    fn check_rdma_device(&mut self, eqs_before: usize) -> Result<String, String> {
+        let m = MAC;
+        let guid = format!(
+            "{:02x}{:02x}:{:02x}ff:fe{:02x}:{:02x}{:02x}",
+            m[0] ^ 2,
+            m[1],
+            m[2],
+            m[3],
+            m[4],
+            m[5]
+        );
+        let node_guid = self.sh30(&format!("cat {IBDEV}/node_guid"))?;
+        if node_guid.trim() != guid {
+            return Err(format!(
+                "node_guid {:?}, the MAC's EUI-64 is {guid}",
+                node_guid.trim()
+            ));
+        }
+        let ll = self.sh30(&format!("cat {IBDEV}/ports/1/link_layer"))?;
+        if ll.trim() != "Ethernet" {
+            return Err(format!("port 1 link layer {:?}", ll.trim()));
+        }
+        let gid0 = self.sh30(&format!("cat {IBDEV}/ports/1/gids/0"))?;
+        if gid0.trim() != format!("fe80:0000:0000:0000:{guid}") {
+            return Err(format!(
+                "GID 0 is {:?}, not the link-local address of the MAC",
+                gid0.trim()
+            ));
+        }
+        let uverbs = self.sh30("cat /sys/class/infiniband_verbs/uverbs0/ibdev")?;
+        if uverbs.trim() != "mana_0" {
+            return Err(format!("uverbs0 is for {:?}", uverbs.trim()));
+        }
+        let state = self.sh30(&format!("cat {IBDEV}/ports/1/state"))?;
+        let gids = self.guest_gids()?;
+
+        let v = self.rdma_view();
+        let Some((handle, macs, dev_gids)) = v.adapter else {
+            return Err("the device holds no RDMA adapter".into());
+        };
+        if macs != BTreeSet::from([MAC]) {
+            return Err(format!("the adapter's MACs are {macs:?}, not the vPort's"));
+        }
+        if dev_gids != gids {
+            let f = |s: &BTreeSet<(u32, [u8; 16])>| {
+                s.iter().map(|(_, g)| fmt_gid(g)).collect::<Vec<_>>()
+            };
+            return Err(format!(
+                "the device has GIDs {:?}, the guest's table {:?}",
+                f(&dev_gids),
+                f(&gids)
+            ));
+        }
+        // One EQ for fatal events plus one per completion vector (the
+        // Ethernet function's queue count).
+        let want = eqs_before;
+        if v.eqs.len() != want {
+            return Err(format!(
+                "mana_ib made {} EQs, expected {want} (fatal events + {} vectors)",
+                v.eqs.len(),
+                want - 1
+            ));
+        }
+        if let Some((e, p)) = v.eqs.iter().find(|(_, p)| *p != RDMA_DB_PAGE) {
+            return Err(format!(
+                "EQ {e} on doorbell page {p}, not the RDMA function's"
+            ));
+        }
+        {
+            let d = lock(&self.func.dev);
+            if d.ledger.unimplemented.values().sum::<u64>() != 0 {
+                return Err(format!(
+                    "unimplemented requests: {:?}",
+                    d.ledger.unimplemented
+                ));
+            }
+        }
+        self.device_check("after insmod mana_ib")?;
+        self.kernel_log_clean("after insmod mana_ib")?;
+        Ok(format!(
+            "mana_0 port 1 {} on eth0, node GUID {guid}, adapter {handle:#x}, {} GIDs agree, {} EQs",
+            state.trim(),
+            gids.len(),
+            v.eqs.len()
+        ))
+    }
+}
+
+/// A GID as sysfs prints it.
+fn parse_gid(s: &str) -> Option<[u8; 16]> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 8 {
+        return None;
+    }
+    let mut g = [0u8; 16];
+    for (i, p) in parts.iter().enumerate() {
+        let v = u16::from_str_radix(p, 16).ok()?;
+        g[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    Some(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gids_parse_as_sysfs_prints_them() {
+        let g = parse_gid("fe80:0000:0000:0000:0215:5dff:fe4e:0a01").unwrap();
+        assert_eq!(fmt_gid(&g), "fe80:0000:0000:0000:0215:5dff:fe4e:0a01");
+        assert_eq!(g[0], 0xfe);
+        assert_eq!(g[15], 0x01);
+        assert_eq!(parse_gid("fe80::1"), None);
+        assert_eq!(parse_gid("fe80:0:0:0:0:0:0:zz"), None);
+    }
+}
