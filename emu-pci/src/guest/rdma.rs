@@ -4,7 +4,7 @@
 //! device holds.
 
 use super::scenarios::{Outcome, Tier, MAC, PCI};
-use crate::rdma::{fmt_gid, RDMA_DB_PAGE};
+use crate::rdma::{fmt_gid, Adapter, RDMA_DB_PAGE};
 use crate::vfio::lock;
 use gdma::control::{DevId, GDMA_DEVICE_MANA_IB, SGID_TYPE_IPV4, SGID_TYPE_IPV6};
 use std::collections::BTreeSet;
@@ -14,7 +14,7 @@ const IBDEV: &str = "/sys/class/infiniband/mana_0";
 
 /// What the device holds for the RDMA function.
 struct RdmaView {
-    adapter: Option<(u64, BTreeSet<[u8; 6]>, BTreeSet<(u32, [u8; 16])>)>,
+    adapter: Option<Adapter>,
     eqs: Vec<(u32, u32)>,
     registered: bool,
     created: u64,
@@ -25,11 +25,7 @@ impl Tier {
         let d = lock(&self.func.dev);
         let ib = DevId::new(GDMA_DEVICE_MANA_IB, 0);
         RdmaView {
-            adapter: d
-                .rdma
-                .adapter
-                .as_ref()
-                .map(|a| (a.handle, a.macs.clone(), a.gids.clone())),
+            adapter: d.rdma.adapter.clone(),
             eqs: d
                 .eqs
                 .values()
@@ -111,15 +107,15 @@ impl Tier {
                 .copied()
                 .unwrap_or(0)
         };
-        let gids = self.rdma_view().adapter.map(|a| a.2.len()).unwrap_or(0);
+        let gids = self.rdma_view().adapter.map(|a| a.gids.len()).unwrap_or(0);
         let ip_before = ip_ok(self);
 
         self.sh30("rmmod mana_ib")?;
         let v = self.rdma_view();
         let d = lock(&self.func.dev);
         let mut alive = Vec::new();
-        if let Some((h, ..)) = v.adapter {
-            alive.push(format!("adapter {h:#x}"));
+        if let Some(a) = v.adapter {
+            alive.push(format!("adapter {:#x}", a.handle));
         }
         alive.extend(v.eqs.iter().map(|(e, _)| format!("EQ {e}")));
         if v.registered {
@@ -199,7 +195,13 @@ impl Tier {
         let gids = self.guest_gids()?;
 
         let v = self.rdma_view();
-        let Some((handle, macs, dev_gids)) = v.adapter else {
+        let Some(Adapter {
+            handle,
+            macs,
+            gids: dev_gids,
+            ..
+        }) = v.adapter
+        else {
             return Err("the device holds no RDMA adapter".into());
         };
         if macs != BTreeSet::from([MAC]) {
