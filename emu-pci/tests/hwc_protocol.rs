@@ -326,13 +326,14 @@ fn hwc_comes_up_and_answers_requests() {
     assert_eq!(v.hdr.activity_id.get(), 0x55);
     assert_eq!(v.gdma_protocol_ver.get(), 1);
 
-    // LIST_DEVICES: the HWC and the Ethernet function.
+    // LIST_DEVICES: the HWC, the Ethernet function, the RDMA function.
     let mut r = ReqHdr::new(RequestCode::GDMA_LIST_DEVICES, 40, 296);
     let resp = d.request(r.as_mut_bytes());
     let l = ListDevicesResp::decode(&resp).unwrap();
-    assert_eq!(l.num_of_devs.get(), 2);
+    assert_eq!(l.num_of_devs.get(), 3);
     assert_eq!(l.devs[0], DevId::new(GDMA_DEVICE_HWC, 0));
     assert_eq!(l.devs[1], DevId::new(GDMA_DEVICE_MANA, 0));
+    assert_eq!(l.devs[2], DevId::new(GDMA_DEVICE_MANA_IB, 0));
 
     // A request the device does not implement: NOT_SUPPORTED, logged by
     // name, counted.
@@ -401,10 +402,223 @@ fn responses_wait_for_a_receive_buffer() {
     let (is_sq, _, rx) = d.next_cqe().expect("the held response");
     assert!(!is_sq);
     let l = ListDevicesResp::decode(&d.response(&rx)).unwrap();
-    assert_eq!(l.num_of_devs.get(), 2);
+    assert_eq!(l.num_of_devs.get(), 3);
     assert_eq!(d.dev.ledger.unanswered(), 0);
     // A second establish while the HWC is up is refused, the first stays.
     assert_eq!(d.establish().status(), 1);
     assert!(d.dev.hwc.is_some());
     assert_eq!(d.dev.errors.get("smc").map(|e| e.0), Some(1));
+}
+
+/// The status of a response.
+fn status_of(resp: &[u8]) -> u32 {
+    RespHdr::decode(resp).unwrap().status.get()
+}
+
+/// The RDMA function's requests as the 6.12 `mana_ib` sends them at probe
+/// and removal, and what the device refuses, with which status.
+#[test]
+fn rdma_adapter_lifecycle() {
+    let mut d = Driver::up();
+    let ib = DevId::new(GDMA_DEVICE_MANA_IB, 0);
+    let ib_hdr = |code, req, resp| {
+        let mut h = ReqHdr::new(code, req, resp);
+        h.dev_id = ib;
+        h
+    };
+
+    // Before registration the adapter's requests are refused.
+    let mut r = ib_hdr(RequestCode::MANA_IB_GET_ADAPTER_CAP, 40, 104);
+    r.resp.msg_version = U16::new(GDMA_MESSAGE_V3);
+    assert_eq!(
+        status_of(&d.request(r.as_mut_bytes())),
+        status::INVALID_DEVICE_STATE
+    );
+
+    // GDMA_REGISTER_DEVICE: the RDMA function's own PD, key, doorbell page.
+    let mut reg = ib_hdr(RequestCode::GDMA_REGISTER_DEVICE, 40, 44);
+    let g = RegisterDeviceResp::decode(&d.request(reg.as_mut_bytes())).unwrap();
+    assert_eq!(g.hdr.status.get(), 0);
+    assert_eq!(
+        (g.pdid.get(), g.gpa_mkey.get(), g.db_id.get()),
+        (3, 0x300, 2)
+    );
+
+    // GET_ADAPTER_CAP, version 3, the 104 bytes 6.12 reads.
+    let resp = d.request(r.as_mut_bytes());
+    assert_eq!(resp.len(), 104);
+    let c = QueryAdapterCapsResp::decode(&resp).unwrap();
+    assert_eq!(c.hdr.status.get(), 0);
+    assert_eq!(c.hdr.response.msg_version.get(), GDMA_MESSAGE_V3);
+    let max_qp_wr = (c.max_requester_sq_size.get() / 512).min(c.max_requester_rq_size.get() / 256);
+    assert_eq!(max_qp_wr, 2048);
+    assert_eq!(
+        (c.max_send_sge_count.get(), c.max_recv_sge_count.get()),
+        (30, 15)
+    );
+    // Addressed to the Ethernet function: refused.
+    r.dev_id = DevId::new(GDMA_DEVICE_MANA, 0);
+    assert_eq!(
+        status_of(&d.request(r.as_mut_bytes())),
+        status::INVALID_PARAMETER
+    );
+
+    // The adapter's notify EQ must exist and be the RDMA function's.
+    let mut ca = CreateAdapterReq::new_zeroed();
+    ca.hdr = ib_hdr(RequestCode::MANA_IB_CREATE_ADAPTER, 56, 40);
+    ca.hdr.req.msg_version = U16::new(GDMA_MESSAGE_V2);
+    ca.notify_eq_id = U32::new(d.eq_id);
+    assert_eq!(
+        status_of(&d.request(ca.as_mut_bytes())),
+        status::INVALID_PARAMETER
+    );
+    ca.notify_eq_id = U32::new(40);
+    assert_eq!(status_of(&d.request(ca.as_mut_bytes())), status::NOT_FOUND);
+
+    // An EQ of its own: a one-page DMA region, then GDMA_CREATE_QUEUE on
+    // the RDMA function's PD and doorbell page.
+    let mut dr = CreateDmaRegionReq::new_zeroed();
+    dr.hdr = req_hdr(RequestCode::GDMA_CREATE_DMA_REGION, 72, 40);
+    dr.length = U64::new(4096);
+    dr.page_count = U32::new(1);
+    dr.page_addr_list_len = U32::new(1);
+    let mut m = dr.as_bytes().to_vec();
+    m.extend_from_slice(&0x2_0000u64.to_le_bytes());
+    let region = CreateDmaRegionResp::decode(&d.request(&mut m))
+        .unwrap()
+        .dma_region_handle
+        .get();
+    let mut cq = CreateQueueReq::new_zeroed();
+    cq.hdr = ib_hdr(RequestCode::GDMA_CREATE_QUEUE, 96, 36);
+    cq.queue_type = U32::new(4);
+    cq.pdid = U32::new(3);
+    cq.doorbell_id = U32::new(2);
+    cq.gdma_region = U64::new(region);
+    cq.queue_size = U32::new(4096);
+    cq.log2_throttle_limit = U32::new(1);
+    cq.eq_pci_msix_index = U32::new(1);
+    let q = CreateQueueResp::decode(&d.request(cq.as_mut_bytes())).unwrap();
+    assert_eq!(q.hdr.status.get(), 0);
+    let eq = q.queue_index.get();
+
+    ca.notify_eq_id = U32::new(eq);
+    let a = CreateAdapterResp::decode(&d.request(ca.as_mut_bytes())).unwrap();
+    assert_eq!(a.hdr.status.get(), 0);
+    let adapter = a.adapter.get();
+    // One adapter per function.
+    assert_eq!(
+        status_of(&d.request(ca.as_mut_bytes())),
+        status::INVALID_DEVICE_STATE
+    );
+
+    // CONFIG_MAC_ADDR: the vPort's MAC only, once; the MAC arrives reversed.
+    let mac = DeviceConfig::default().mac;
+    let mut cm = ConfigMacAddrReq::new_zeroed();
+    cm.hdr = ib_hdr(RequestCode::MANA_IB_CONFIG_MAC_ADDR, 64, 32);
+    cm.adapter = U64::new(adapter);
+    cm.op = U32::new(AddrOp::Add as u32);
+    cm.mac_addr = [0x02, 0, 0, 0, 0, 0x02];
+    assert_eq!(
+        status_of(&d.request(cm.as_mut_bytes())),
+        status::INVALID_PARAMETER
+    );
+    cm.mac_addr = mac;
+    cm.mac_addr.reverse();
+    assert_eq!(status_of(&d.request(cm.as_mut_bytes())), 0);
+    assert_eq!(
+        status_of(&d.request(cm.as_mut_bytes())),
+        status::INVALID_DEVICE_STATE
+    );
+    cm.adapter = U64::new(adapter + 1);
+    assert_eq!(status_of(&d.request(cm.as_mut_bytes())), status::NOT_FOUND);
+    // A reserved byte set: malformed.
+    cm.adapter = U64::new(adapter);
+    cm.reserved[0] = 1;
+    assert_eq!(
+        status_of(&d.request(cm.as_mut_bytes())),
+        status::INVALID_PARAMETER
+    );
+
+    // CONFIG_IP_ADDR: an IPv4 GID must be IPv4-mapped; add, then remove.
+    let mut gid = [0u8; 16];
+    gid[10..16].copy_from_slice(&[0xff, 0xff, 10, 99, 0, 2]);
+    let mut ci = ConfigIpAddrReq::new_zeroed();
+    ci.hdr = ib_hdr(RequestCode::MANA_IB_CONFIG_IP_ADDR, 72, 32);
+    ci.adapter = U64::new(adapter);
+    ci.op = U32::new(AddrOp::Add as u32);
+    ci.sgid_type = U32::new(SGID_TYPE_IPV6);
+    ci.ip_addr = gid;
+    ci.ip_addr.reverse();
+    assert_eq!(
+        status_of(&d.request(ci.as_mut_bytes())),
+        status::INVALID_PARAMETER
+    );
+    ci.sgid_type = U32::new(SGID_TYPE_IPV4);
+    assert_eq!(status_of(&d.request(ci.as_mut_bytes())), 0);
+    let held = d.dev.rdma.adapter.as_ref().unwrap();
+    assert!(held.gids.contains(&(SGID_TYPE_IPV4, gid)));
+    assert!(held.macs.contains(&mac));
+    ci.op = U32::new(AddrOp::Remove as u32);
+    assert_eq!(status_of(&d.request(ci.as_mut_bytes())), 0);
+    assert_eq!(status_of(&d.request(ci.as_mut_bytes())), status::NOT_FOUND);
+
+    // The notify EQ outlives the adapter, never the reverse.
+    let mut dq = DisableQueueReq::new_zeroed();
+    dq.hdr = ib_hdr(RequestCode::GDMA_DISABLE_QUEUE, 52, 32);
+    dq.queue_type = U32::new(4);
+    dq.queue_index = U32::new(eq);
+    assert_eq!(
+        status_of(&d.request(dq.as_mut_bytes())),
+        status::DEVICE_BUSY
+    );
+    let mut da = DestroyAdapterReq::new_zeroed();
+    da.hdr = ib_hdr(RequestCode::MANA_IB_DESTROY_ADAPTER, 48, 32);
+    da.adapter = U64::new(adapter);
+    assert_eq!(status_of(&d.request(da.as_mut_bytes())), 0);
+    assert_eq!(status_of(&d.request(da.as_mut_bytes())), status::NOT_FOUND);
+    assert_eq!(status_of(&d.request(dq.as_mut_bytes())), 0);
+    let mut dereg = ib_hdr(RequestCode::GDMA_DEREGISTER_DEVICE, 40, 32);
+    assert_eq!(status_of(&d.request(dereg.as_mut_bytes())), 0);
+
+    // Removal in the kernel's order leaves nothing for the device to clean.
+    assert!(d.dev.rdma.adapter.is_none());
+    assert!(d.dev.ledger.leaked.is_empty(), "{:?}", d.dev.ledger.leaked);
+    assert_eq!(d.dev.ledger.unanswered(), 0);
+    assert!(d.dev.ledger.unimplemented.is_empty());
+    assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
+}
+
+/// The RDMA function deregistered with its adapter alive: the device
+/// destroys it and records it as left behind.
+#[test]
+fn rdma_deregister_destroys_what_is_left() {
+    let mut d = Driver::up();
+    let mut eth = ReqHdr::new(RequestCode::GDMA_REGISTER_DEVICE, 40, 44);
+    eth.dev_id = DevId::new(GDMA_DEVICE_MANA, 0);
+    assert_eq!(status_of(&d.request(eth.as_mut_bytes())), 0);
+    let ib = DevId::new(GDMA_DEVICE_MANA_IB, 0);
+    let mut reg = ReqHdr::new(RequestCode::GDMA_REGISTER_DEVICE, 40, 44);
+    reg.dev_id = ib;
+    assert_eq!(status_of(&d.request(reg.as_mut_bytes())), 0);
+    // A second registration is refused.
+    assert_eq!(
+        status_of(&d.request(reg.as_mut_bytes())),
+        status::INVALID_DEVICE_STATE
+    );
+    d.dev.rdma.adapter = Some(mana_pci::rdma::Adapter {
+        handle: 0x3000,
+        notify_eq: 99,
+        macs: Default::default(),
+        gids: Default::default(),
+    });
+    let mut dereg = ReqHdr::new(RequestCode::GDMA_DEREGISTER_DEVICE, 40, 32);
+    dereg.dev_id = ib;
+    assert_eq!(status_of(&d.request(dereg.as_mut_bytes())), 0);
+    assert!(d.dev.rdma.adapter.is_none());
+    assert_eq!(d.dev.ledger.leaked.len(), 1);
+    assert!(d.dev.ledger.leaked[0].starts_with("adapter 0x3000"));
+    // The Ethernet function's registration is untouched by this.
+    let mana = DevId::new(GDMA_DEVICE_MANA, 0).as_u32();
+    assert!(d.dev.registered.contains_key(&mana));
+    assert!(d.dev.vport.model_pd.is_some());
 }
