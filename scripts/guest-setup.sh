@@ -11,7 +11,13 @@
 #             (busybox insmod cannot read .ko.xz).
 #   rootfs/   the guest's userspace before the project adds its init:
 #             busybox-static and a few dynamically linked tools from the chroot
-#             (ethtool) with their libraries.
+#             (ethtool) with their libraries (trixie's glibc), and Debian
+#             bookworm's verbs userspace unpacked from its .debs (rdma-core 44:
+#             libibverbs1, ibverbs-providers with libmana, ibverbs-utils'
+#             ibv_devinfo; libnl), the combination an Azure VM with bookworm's
+#             DPDK runs. Bookworm binaries run on trixie's newer glibc.
+#   debs-bookworm/  those .debs, as `apt-get download` on this (bookworm)
+#             machine fetched them with its own, unmodified apt sources.
 #
 # Packages come from the Debian archive this machine's apt sources name
 # (scripts/lib/debian_archive.py), through the chroot's own apt
@@ -29,6 +35,9 @@ MODULES=(mana mana_ib ib_uverbs)
 # Tools copied into the guest with their shared libraries (from the chroot).
 TOOLS=(/usr/sbin/ethtool)
 CHROOT_PKGS=(busybox-static ethtool xz-utils kmod)
+# Bookworm packages unpacked into the guest (issue 14: rdma-core 44 in the
+# guest, against the 6.12 kernel's mana_ib).
+GUEST_DEBS=(libibverbs1 ibverbs-providers ibverbs-utils libnl-3-200 libnl-route-3-200)
 
 log() { echo "guest-setup: $*"; }
 
@@ -153,7 +162,7 @@ kver=$(cat "$G/kernel/version")
 
 # --- 3. the guest's base userspace ------------------------------------------
 rootfs_stamp="$G/rootfs/.net-mana-rootfs"
-want_rstamp="v1 ${TOOLS[*]} $(cat "$chroot_stamp")"
+want_rstamp="v2 ${TOOLS[*]} ${GUEST_DEBS[*]} $(cat "$chroot_stamp")"
 if [ ! -f "$rootfs_stamp" ] || [ "$(cat "$rootfs_stamp")" != "$want_rstamp" ]; then
     log "assembling the guest's base userspace in $G/rootfs"
     rm -rf "$G/rootfs"
@@ -169,6 +178,25 @@ if [ ! -f "$rootfs_stamp" ] || [ "$(cat "$rootfs_stamp")" != "$want_rstamp" ]; t
             cp "$ROOT$real" "$G/rootfs$lib"
         done
     done
+    # Bookworm's verbs userspace. The host is bookworm: its own apt fetches
+    # the .debs (downloading changes nothing in its configuration).
+    debs="$G/debs-bookworm"
+    rm -rf "$debs"
+    mkdir -p "$debs"
+    log "downloading bookworm ${GUEST_DEBS[*]}"
+    (cd "$debs" && apt-get -qq -o APT::Sandbox::User=root download "${GUEST_DEBS[@]}") || {
+        apt-get -qq update
+        (cd "$debs" && apt-get -qq -o APT::Sandbox::User=root download "${GUEST_DEBS[@]}")
+    }
+    for d in "$debs"/*.deb; do
+        dpkg-deb -x "$d" "$G/rootfs"
+    done
+    # Documentation, manuals and the other RDMA providers' libraries are not
+    # needed in the guest (libmana and its mana.driver file stay).
+    rm -rf "$G/rootfs/usr/share"
+    find "$G/rootfs/usr/lib/x86_64-linux-gnu/libibverbs" -name '*-rdmav*.so' ! -name 'libmana-*' -delete
+    rm -f "$G"/rootfs/usr/lib/x86_64-linux-gnu/lib{efa,mlx4,mlx5}.so.*
+    find "$G/rootfs/etc/libibverbs.d" -name '*.driver' ! -name 'mana.driver' -delete
     echo "$want_rstamp" >"$rootfs_stamp"
 fi
 

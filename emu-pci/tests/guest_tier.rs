@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 8] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -15,6 +15,7 @@ const SCENARIOS: [&str; 7] = [
     "kernel-csum",
     "kernel-reload",
     "rdma-probe",
+    "rdma-devinfo",
 ];
 
 #[test]

@@ -622,3 +622,65 @@ fn rdma_deregister_destroys_what_is_left() {
     assert!(d.dev.registered.contains_key(&mana));
     assert!(d.dev.vport.model_pd.is_some());
 }
+
+/// Doorbell pages for user contexts, as `mana_ib`'s `alloc_ucontext` and
+/// `dealloc_ucontext` ask for them (no device id: the pages are the
+/// function's); the pages of the HWC and the two functions are never
+/// handed out.
+#[test]
+fn doorbell_page_ranges() {
+    let mut d = Driver::up();
+    let alloc = |d: &mut Driver, ty: u32, n: u32, align: u32| {
+        let mut r = AllocateResourceRangeReq::new_zeroed();
+        r.hdr = req_hdr(RequestCode::GDMA_ALLOCATE_RESOURCE_RANGE, 56, 36);
+        r.resource_type = U32::new(ty);
+        r.num_resources = U32::new(n);
+        r.alignment = U32::new(align);
+        let resp = d.request(r.as_mut_bytes());
+        match AllocateResourceRangeResp::decode(&resp) {
+            Ok(a) => (a.hdr.status.get(), a.allocated_resources.get()),
+            // A refusal is a bare header.
+            Err(_) => (status_of(&resp), u32::MAX),
+        }
+    };
+    let destroy = |d: &mut Driver, first: u32, n: u32| {
+        let mut r = DestroyResourceRangeReq::new_zeroed();
+        r.hdr = req_hdr(RequestCode::GDMA_DESTROY_RESOURCE_RANGE, 52, 32);
+        r.resource_type = U32::new(GDMA_RESOURCE_DOORBELL_PAGE);
+        r.num_resources = U32::new(n);
+        r.allocated_resources = U32::new(first);
+        status_of(&d.request(r.as_mut_bytes()))
+    };
+    assert_eq!(alloc(&mut d, GDMA_RESOURCE_DOORBELL_PAGE, 1, 1), (0, 3));
+    assert_eq!(alloc(&mut d, GDMA_RESOURCE_DOORBELL_PAGE, 1, 1), (0, 4));
+    // Aligned to 4 (16 KiB host pages): the next multiple of 4.
+    assert_eq!(alloc(&mut d, GDMA_RESOURCE_DOORBELL_PAGE, 1, 4), (0, 8));
+    assert_eq!(
+        alloc(&mut d, 7, 1, 1).0,
+        status::NOT_SUPPORTED,
+        "only doorbell pages"
+    );
+    assert_eq!(
+        alloc(&mut d, GDMA_RESOURCE_DOORBELL_PAGE, 1, 3).0,
+        status::INVALID_PARAMETER
+    );
+    assert_eq!(destroy(&mut d, 4, 1), 0);
+    assert_eq!(destroy(&mut d, 4, 1), status::NOT_FOUND);
+    assert_eq!(
+        destroy(&mut d, 2, 1),
+        status::NOT_FOUND,
+        "the RDMA function's own page"
+    );
+    // The freed page is handed out again; then the rest until none is left.
+    assert_eq!(alloc(&mut d, GDMA_RESOURCE_DOORBELL_PAGE, 1, 1), (0, 4));
+    let left = 64 - 3 - 3;
+    for _ in 0..left {
+        assert_eq!(alloc(&mut d, GDMA_RESOURCE_DOORBELL_PAGE, 1, 1).0, 0);
+    }
+    assert_eq!(
+        alloc(&mut d, GDMA_RESOURCE_DOORBELL_PAGE, 1, 1).0,
+        status::INSUFFICIENT_RESOURCES
+    );
+    assert_eq!(d.dev.rdma.db_pages.len(), 61);
+    assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
+}

@@ -4,7 +4,10 @@
 //! device holds.
 
 use super::scenarios::{Outcome, Tier, MAC, PCI};
-use crate::rdma::{fmt_gid, Adapter, RDMA_DB_PAGE};
+use crate::rdma::{
+    fmt_gid, Adapter, CAP_MAX_CQ, CAP_MAX_MR, CAP_MAX_PD, CAP_MAX_QP, CAP_QUEUE_BYTES,
+    CAP_RECV_SGE, CAP_SEND_SGE, RDMA_DB_PAGE,
+};
 use crate::vfio::lock;
 use gdma::control::{DevId, GDMA_DEVICE_MANA_IB, SGID_TYPE_IPV4, SGID_TYPE_IPV6};
 use std::collections::BTreeSet;
@@ -18,6 +21,7 @@ struct RdmaView {
     eqs: Vec<(u32, u32)>,
     registered: bool,
     created: u64,
+    db_pages: BTreeSet<u32>,
 }
 
 impl Tier {
@@ -34,6 +38,7 @@ impl Tier {
                 .collect(),
             registered: d.registered.contains_key(&ib.as_u32()),
             created: d.rdma.adapters_created,
+            db_pages: d.rdma.db_pages.clone(),
         }
     }
 
@@ -248,6 +253,92 @@ impl Tier {
             state.trim(),
             gids.len(),
             v.eqs.len()
+        ))
+    }
+}
+
+impl Tier {
+    /// Bookworm's `ibv_devinfo -v` (rdma-core 44's libibverbs and libmana)
+    /// lists `mana_0` with the limits `mana_ib` derived from the adapter's
+    /// capabilities; opening the device took one doorbell page from the
+    /// function (`GDMA_ALLOCATE_RESOURCE_RANGE`) and closing it gave it back.
+    pub fn rdma_devinfo(&mut self) -> Outcome {
+        if self
+            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
+            .is_err()
+        {
+            self.sh30("insmod /modules/mana.ko")?;
+            self.expect_probed()?;
+        }
+        self.load_mana_ib()?;
+        let count = |t: &Tier, name: &str| {
+            lock(&t.func.dev)
+                .ledger
+                .succeeded
+                .get(name)
+                .copied()
+                .unwrap_or(0)
+        };
+        let (alloc0, free0) = (
+            count(self, "GDMA_ALLOCATE_RESOURCE_RANGE"),
+            count(self, "GDMA_DESTROY_RESOURCE_RANGE"),
+        );
+        let out = self.sh30("ibv_devinfo -v")?;
+        let field = |k: &str| {
+            out.lines()
+                .filter_map(|l| l.trim().split_once(':'))
+                .find(|(key, _)| key.trim() == k)
+                .map(|(_, v)| v.trim().to_string())
+        };
+        let max_qp_wr = (CAP_QUEUE_BYTES / 512).min(CAP_QUEUE_BYTES / 256);
+        let port_state = self.sh30(&format!("cat {IBDEV}/ports/1/state"))?;
+        let state = if port_state.contains("ACTIVE") {
+            "PORT_ACTIVE (4)"
+        } else {
+            "PORT_DOWN (1)"
+        };
+        let want: Vec<(&str, String)> = vec![
+            ("hca_id", "mana_0".into()),
+            ("node_guid", "0215:5dff:fe4e:0a01".into()),
+            ("phys_port_cnt", "1".into()),
+            ("max_qp", CAP_MAX_QP.to_string()),
+            ("max_qp_wr", max_qp_wr.to_string()),
+            // uverbs reports the smaller of the send and receive SGE limits.
+            ("max_sge", CAP_SEND_SGE.min(CAP_RECV_SGE).to_string()),
+            ("max_cq", CAP_MAX_CQ.to_string()),
+            ("max_cqe", max_qp_wr.to_string()),
+            ("max_mr", CAP_MAX_MR.to_string()),
+            ("max_pd", CAP_MAX_PD.to_string()),
+            ("max_mr_size", "0xffffffffffffffff".into()),
+            ("link_layer", "Ethernet".into()),
+            ("state", state.into()),
+            ("GID[  0]", "fe80::215:5dff:fe4e:a01, RoCE v2".into()),
+        ];
+        let bad: Vec<String> = want
+            .iter()
+            .filter(|(k, v)| field(k).as_deref() != Some(v.as_str()))
+            .map(|(k, v)| format!("{k}: {:?}, expected {v:?}", field(k)))
+            .collect();
+        if !bad.is_empty() {
+            return Err(format!("ibv_devinfo -v: {}", bad.join("; ")));
+        }
+        let (alloc, free) = (
+            count(self, "GDMA_ALLOCATE_RESOURCE_RANGE") - alloc0,
+            count(self, "GDMA_DESTROY_RESOURCE_RANGE") - free0,
+        );
+        if (alloc, free) != (1, 1) {
+            return Err(format!(
+                "ibv_devinfo allocated {alloc} and freed {free} doorbell pages, expected 1 and 1"
+            ));
+        }
+        if !self.rdma_view().db_pages.is_empty() {
+            return Err("doorbell pages still allocated after ibv_devinfo exited".into());
+        }
+        self.device_check("after ibv_devinfo")?;
+        self.kernel_log_clean("after ibv_devinfo")?;
+        Ok(format!(
+            "ibv_devinfo (rdma-core 44) lists mana_0: max_qp_wr {max_qp_wr}, max_sge 15, {}, one doorbell page allocated and freed",
+            state
         ))
     }
 }

@@ -754,7 +754,7 @@ fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Vec<u8> {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 7] = [
+pub const SCENARIOS: [&str; 8] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -762,6 +762,7 @@ pub const SCENARIOS: [&str; 7] = [
     "kernel-csum",
     "kernel-reload",
     "rdma-probe",
+    "rdma-devinfo",
 ];
 
 impl Tier {
@@ -774,6 +775,7 @@ impl Tier {
             "kernel-csum" => self.csum(),
             "kernel-reload" => self.reload(),
             "rdma-probe" => self.rdma_probe(),
+            "rdma-devinfo" => self.rdma_devinfo(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }

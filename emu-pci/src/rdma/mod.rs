@@ -50,6 +50,10 @@ pub struct Adapter {
     pub gids: BTreeSet<(u32, [u8; 16])>,
 }
 
+/// The doorbell pages user contexts get (`GDMA_ALLOCATE_RESOURCE_RANGE`):
+/// those after the HWC's, the Ethernet function's and the RDMA function's.
+pub const USER_DB_PAGES: std::ops::Range<u32> = RDMA_DB_PAGE + 1..crate::gdma::DB_PAGES;
+
 /// The RDMA function's state.
 #[derive(Clone, Debug)]
 pub struct Rdma {
@@ -57,6 +61,10 @@ pub struct Rdma {
     pub(crate) next_handle: u64,
     /// Adapters created since the function started.
     pub adapters_created: u64,
+    /// Doorbell pages allocated to user contexts.
+    pub db_pages: BTreeSet<u32>,
+    /// Doorbell pages ever allocated.
+    pub db_pages_allocated: u64,
 }
 
 impl Default for Rdma {
@@ -65,6 +73,8 @@ impl Default for Rdma {
             adapter: None,
             next_handle: 0x3000,
             adapters_created: 0,
+            db_pages: BTreeSet::new(),
+            db_pages_allocated: 0,
         }
     }
 }
@@ -85,6 +95,8 @@ impl Device {
             MANA_IB_DESTROY_ADAPTER => self.destroy_adapter(hdr, msg),
             MANA_IB_CONFIG_MAC_ADDR => self.config_mac(hdr, msg),
             MANA_IB_CONFIG_IP_ADDR => self.config_ip(hdr, msg),
+            GDMA_ALLOCATE_RESOURCE_RANGE => self.allocate_resource_range(msg),
+            GDMA_DESTROY_RESOURCE_RANGE => self.destroy_resource_range(msg),
             _ => return None,
         })
     }
@@ -108,6 +120,9 @@ impl Device {
                 a.macs.len(),
                 a.gids.len()
             ));
+        }
+        for p in std::mem::take(&mut self.rdma.db_pages) {
+            leaked.push(format!("doorbell page {p}"));
         }
         leaked
     }
@@ -274,6 +289,76 @@ impl Device {
                 v1(&gdma_general_resp())
             }
         }
+    }
+}
+
+impl Device {
+    /// `GDMA_ALLOCATE_RESOURCE_RANGE`: doorbell pages for user contexts
+    /// (`mana_ib` sends it with no device id: the pages are the PCI
+    /// function's).
+    fn allocate_resource_range(&mut self, msg: &[u8]) -> Handled {
+        let r = AllocateResourceRangeReq::decode(msg).map_err(invalid)?;
+        let ty = r.resource_type.get();
+        if ty != GDMA_RESOURCE_DOORBELL_PAGE {
+            return Err(fail(
+                status::NOT_SUPPORTED,
+                format!("resource type {ty}: only doorbell pages ({GDMA_RESOURCE_DOORBELL_PAGE})"),
+            ));
+        }
+        let (n, align, from) = (
+            r.num_resources.get(),
+            r.alignment.get(),
+            r.allocated_resources.get(),
+        );
+        if n == 0 || align == 0 || !align.is_power_of_two() {
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                format!("{n} doorbell pages aligned to {align}"),
+            ));
+        }
+        let used = &self.rdma.db_pages;
+        let first = USER_DB_PAGES
+            .filter(|p| *p >= from && p % align == 0)
+            .find(|p| (*p..p + n).all(|q| USER_DB_PAGES.contains(&q) && !used.contains(&q)))
+            .ok_or_else(|| {
+                fail(
+                    status::INSUFFICIENT_RESOURCES,
+                    format!(
+                        "no {n} free doorbell pages in {}..{}",
+                        USER_DB_PAGES.start, USER_DB_PAGES.end
+                    ),
+                )
+            })?;
+        self.rdma.db_pages.extend(first..first + n);
+        self.rdma.db_pages_allocated += u64::from(n);
+        log::info!("doorbell pages {first}..{} allocated", first + n);
+        let mut resp = AllocateResourceRangeResp::new_zeroed();
+        resp.allocated_resources = U32::new(first);
+        v1(&resp)
+    }
+
+    fn destroy_resource_range(&mut self, msg: &[u8]) -> Handled {
+        let r = DestroyResourceRangeReq::decode(msg).map_err(invalid)?;
+        let ty = r.resource_type.get();
+        if ty != GDMA_RESOURCE_DOORBELL_PAGE {
+            return Err(fail(
+                status::NOT_SUPPORTED,
+                format!("resource type {ty}: only doorbell pages ({GDMA_RESOURCE_DOORBELL_PAGE})"),
+            ));
+        }
+        let (first, n) = (r.allocated_resources.get(), r.num_resources.get());
+        let range = first..first.saturating_add(n);
+        if n == 0 || !range.clone().all(|p| self.rdma.db_pages.contains(&p)) {
+            return Err(fail(
+                status::NOT_FOUND,
+                format!("doorbell pages {first}..{} are not allocated", range.end),
+            ));
+        }
+        for p in range {
+            self.rdma.db_pages.remove(&p);
+        }
+        log::info!("doorbell pages {first}..{} freed", first + n);
+        v1(&gdma_general_resp())
     }
 }
 
