@@ -322,3 +322,38 @@ fn one_to_sixteen_queues_carry_traffic_and_impossible_counts_are_refused() {
     io_round(&mut t, &fr, 4, 4, 128);
     t.quit().unwrap();
 }
+
+/// The 6.12 kernel's `mana_ib` (Debian trixie; the guest tier runs it)
+/// leaves `vendor_id`, `vendor_part_id` and `raw_packet_caps` at 0
+/// (checked with ibv_query_device_ex against our PCI device model in the
+/// guest tier): the driver probes and forwards as DPDK's does,
+/// which checks the raw packet capability only when the part id is set.
+/// A part id of 2 without the capability is still refused.
+#[test]
+fn linux_6_12_device_attributes_probe() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let k612 = "vendor_id = 0\nvendor_part_id = 0\nraw_packet_caps = 0";
+    let env = EmuEnv::new("rs-k612", two_ports("", k612)).unwrap();
+    let mut t = spawn(&env, &["--rxd=256", "--txd=256", "--forward-mode=io"]);
+    let out = t.output();
+    assert!(!out.contains("no raw packet capability"), "{out}");
+    io_round(&mut t, &udp_frames(MAC_A, 300, 2), 1, 1, 128);
+    t.quit().unwrap();
+
+    let env = EmuEnv::new(
+        "rs-nocaps",
+        two_ports("", "vendor_part_id = 2\nraw_packet_caps = 0"),
+    )
+    .unwrap();
+    let t = spawn(&env, &["--forward-mode=io"]);
+    let out = t.output();
+    assert_has(
+        &out,
+        "mana_0 reports no raw packet capability; the kernel's mana_ib is too old for DPDK",
+    );
+    assert_has(&out, "No probed ethernet devices");
+    t.quit().unwrap();
+}

@@ -112,6 +112,15 @@ pub struct Limits {
     pub max_mr: u32,
     pub max_mr_size: u64,
     pub max_pd: u32,
+    /// Identification the kernel fills in: later kernels (the sources
+    /// shared/reference/verbs-emulation.md read) report
+    /// Microsoft's vendor id, the GDMA device type as the part id and
+    /// `IBV_RAW_PACKET_CAP_IP_CSUM` for the Ethernet function; the 6.12
+    /// `mana_ib` (Debian trixie, issue 14's guest) leaves all three 0, and
+    /// DPDK skips the part/caps checks when the part id is 0.
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub raw_packet_caps: u32,
 }
 
 impl Default for Limits {
@@ -128,6 +137,9 @@ impl Default for Limits {
             max_mr: 4096,
             max_mr_size: u64::from(u32::MAX),
             max_pd: 64,
+            vendor_id: 0x1414,
+            vendor_part_id: 2,
+            raw_packet_caps: 4,
         }
     }
 }

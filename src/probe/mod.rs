@@ -161,7 +161,9 @@ fn probe_ports(
             existing: 0,
         });
     }
-    if attr.raw_packet_caps == 0 {
+    // As DPDK's driver: a kernel that leaves the part id 0 (6.12's mana_ib)
+    // reports no capabilities either, and its device works.
+    if part != 0 && attr.raw_packet_caps == 0 {
         error!(
             "{pci}: {} reports no raw packet capability; the kernel's mana_ib is too old for DPDK",
             ib.name

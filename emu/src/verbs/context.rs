@@ -131,8 +131,8 @@ fn fill_device_attr(sh: &Shared, adapter: usize, a: &mut ibv_device_attr) {
     a.sys_image_guid = a.node_guid;
     a.max_mr_size = l.max_mr_size;
     a.page_size_cap = 0x1000 | 0x20_0000;
-    a.vendor_id = 0x1414;
-    a.vendor_part_id = 2; // GDMA_DEVICE_MANA
+    a.vendor_id = l.vendor_id;
+    a.vendor_part_id = l.vendor_part_id;
     a.hw_ver = 0;
     a.max_qp = l.max_qp as c_int;
     a.max_qp_wr = l.max_qp_wr as c_int;
@@ -188,7 +188,7 @@ unsafe extern "C" fn slot_query_device_ex(
     // SAFETY: plain data.
     let mut a: ibv_device_attr_ex = unsafe { zeroed() };
     fill_device_attr(&c.sh, adapter, &mut a.orig_attr);
-    a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
+    a.raw_packet_caps = c.sh.cfg.limits.raw_packet_caps;
     a.phys_port_cnt_ex = u32::from(a.orig_attr.phys_port_cnt);
     let n = attr_size.min(size_of::<ibv_device_attr_ex>());
     // SAFETY: copying at most attr_size bytes into the caller's struct.
