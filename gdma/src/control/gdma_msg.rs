@@ -268,8 +268,13 @@ wire_msg!(
     [reserved]
 );
 
-/// `GDMA_PAGE_TYPE_4K`, the only page type.
+/// `GDMA_PAGE_TYPE_4K`: the pages of the region are 4 KiB. Page type `t`
+/// means pages of 4 KiB << `t`; `mana_ib` picks the largest that the user
+/// memory's layout allows (`PAGE_SZ_BM`: 4 KiB to 2 MiB), the Ethernet
+/// driver always 4 KiB.
 pub const GDMA_PAGE_TYPE_4K: u32 = 0;
+/// The largest page type (2 MiB pages).
+pub const GDMA_PAGE_TYPE_MAX: u32 = 9;
 /// Page size of DMA regions.
 pub const GDMA_PAGE_SIZE: u64 = 4096;
 
@@ -295,10 +300,16 @@ pub struct CreateDmaRegionReq {
 wire_msg!(CreateDmaRegionReq, "gdma_create_dma_region_req", 64, []);
 
 impl CreateDmaRegionReq {
-    /// Decodes the fixed part and checks it against the region rules: 4K
-    /// pages, a non-empty length that the page count covers exactly, an
-    /// offset inside the first page, no more pages listed than the region
-    /// has, and the list inside the message (`msg`, `req.msg_size` bytes).
+    /// The size of the region's pages (valid after `decode_with_pages`).
+    pub fn page_size(&self) -> u64 {
+        GDMA_PAGE_SIZE << self.gdma_page_type.get().min(GDMA_PAGE_TYPE_MAX)
+    }
+
+    /// Decodes the fixed part and checks it against the region rules: pages
+    /// of 4 KiB to 2 MiB, a non-empty length that the page count covers
+    /// exactly, an offset inside the first page, no more pages listed than
+    /// the region has, each aligned to the page size, and the list inside
+    /// the message (`msg`, `req.msg_size` bytes).
     pub fn decode_with_pages(msg: &[u8]) -> Result<(Self, PageList<'_>), DecodeError> {
         let r = Self::decode(msg)?;
         let inv = |field, value: u64, expected| DecodeError::InvalidField {
@@ -307,22 +318,23 @@ impl CreateDmaRegionReq {
             value,
             expected,
         };
-        if r.gdma_page_type.get() != GDMA_PAGE_TYPE_4K {
+        if r.gdma_page_type.get() > GDMA_PAGE_TYPE_MAX {
             return Err(inv(
                 "gdma_page_type",
                 r.gdma_page_type.get().into(),
-                "0 (GDMA_PAGE_TYPE_4K)",
+                "0 (4 KiB pages) to 9 (2 MiB pages)",
             ));
         }
+        let ps = r.page_size();
         let len = r.length.get();
         if len == 0 {
             return Err(inv("length", 0, "a non-zero length"));
         }
         let off = u64::from(r.offset_in_page.get());
-        if off >= GDMA_PAGE_SIZE {
-            return Err(inv("offset_in_page", off, "less than 4096"));
+        if off >= ps {
+            return Err(inv("offset_in_page", off, "less than the page size"));
         }
-        let need = (off + len).div_ceil(GDMA_PAGE_SIZE);
+        let need = (off + len).div_ceil(ps);
         if u64::from(r.page_count.get()) != need {
             return Err(inv(
                 "page_count",
@@ -343,6 +355,13 @@ impl CreateDmaRegionReq {
             core::mem::size_of::<Self>(),
             r.page_addr_list_len.get(),
         )?;
+        if let Some(bad) = pages.iter().find(|p| p % ps != 0) {
+            return Err(inv(
+                "page_addr_list",
+                bad,
+                "addresses aligned to the page size",
+            ));
+        }
         Ok((r, pages))
     }
 }
@@ -607,6 +626,20 @@ mod tests {
             field(&dma_region_msg(0, 4096, 1, &[0x1000, 0x2000])),
             Some("page_addr_list_len")
         );
+        // 8 KiB pages (type 1): counted, aligned and offset in 8 KiB units.
+        let big = |off: u32, len: u64, count: u32, listed: &[u64]| {
+            let mut m = dma_region_msg(off, len, count, listed);
+            m[52] = 1;
+            m
+        };
+        let m8k = big(4096, 12288, 2, &[0x4000, 0x8000]);
+        let (r, p) = CreateDmaRegionReq::decode_with_pages(&m8k).unwrap();
+        assert_eq!((r.page_size(), p.len()), (8192, 2));
+        assert_eq!(field(&big(0, 8192, 1, &[0x3000])), Some("page_addr_list"));
+        assert_eq!(field(&big(0, 8192, 2, &[0x4000])), Some("page_count"));
+        let mut m = dma_region_msg(0, 4096, 1, &[0x1000]);
+        m[52] = 10;
+        assert_eq!(field(&m), Some("gdma_page_type"));
         // An offset moves the end into another page.
         assert!(
             CreateDmaRegionReq::decode_with_pages(&dma_region_msg(16, 4096, 2, &[0, 4096])).is_ok()

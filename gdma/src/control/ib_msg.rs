@@ -306,6 +306,71 @@ pub struct DestroyPdReq {
 }
 wire_msg!(DestroyPdReq, "gdma_destroy_pd_req", 48, []);
 
+/// `GDMA_MR_TYPE_GVA`: a memory region addressed by the process's virtual
+/// addresses (the only type `mana_ib` creates for user memory).
+pub const GDMA_MR_TYPE_GVA: u32 = 2;
+/// `enum gdma_mr_access_flags`: local read and write, remote read, write
+/// and atomics.
+pub const GDMA_ACCESS_FLAGS_VALID: u32 = 0x1f;
+
+/// `GDMA_CREATE_MR` request (the GVA form).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct CreateMrReq {
+    /// Header.
+    pub hdr: ReqHdr,
+    /// The PD the MR belongs to.
+    pub pd_handle: U64,
+    /// [`GDMA_MR_TYPE_GVA`].
+    pub mr_type: U32,
+    /// Must be zero.
+    pub reserved_1: U32,
+    /// The DMA region with the memory's pages; the MR takes it over.
+    pub dma_region_handle: U64,
+    /// The virtual address of the region's first byte.
+    pub virtual_address: U64,
+    /// `GDMA_ACCESS_FLAG_*`.
+    pub access_flags: U32,
+    /// Padding of the union; must be zero.
+    pub reserved_union: U32,
+    /// Must be zero.
+    pub reserved_2: U32,
+    /// Padding; must be zero.
+    pub reserved_3: U32,
+}
+wire_msg!(
+    CreateMrReq,
+    "gdma_create_mr_request",
+    88,
+    [reserved_1, reserved_union, reserved_2, reserved_3]
+);
+
+/// `GDMA_CREATE_MR` response.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct CreateMrResp {
+    /// Header.
+    pub hdr: RespHdr,
+    /// The MR's handle (for `DESTROY_MR`).
+    pub mr_handle: U64,
+    /// The key SGEs name the memory by.
+    pub lkey: U32,
+    /// The remote key.
+    pub rkey: U32,
+}
+wire_msg!(CreateMrResp, "gdma_create_mr_response", 48, []);
+
+/// `GDMA_DESTROY_MR` request.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct DestroyMrReq {
+    /// Header.
+    pub hdr: ReqHdr,
+    /// The MR's handle.
+    pub mr_handle: U64,
+}
+wire_msg!(DestroyMrReq, "gdma_destroy_mr_request", 48, []);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,6 +523,44 @@ mod tests {
         assert_eq!(
             CreatePdReq::decode(&bad).unwrap_err().field(),
             Some("reserved")
+        );
+    }
+
+    #[test]
+    fn golden_create_mr() {
+        // mana_ib_gd_create_mr for a user MR: GVA, region 5, VA
+        // 0x7f00_0000_1000, local read + write (as the 6.12 module lays it
+        // out: type at 48, region at 56, VA at 64, flags at 72, 88 bytes).
+        let mut r = CreateMrReq::new_zeroed();
+        r.hdr = hdr(RequestCode::GDMA_CREATE_MR, 88, 48);
+        r.pd_handle = U64::new(0x5001);
+        r.mr_type = U32::new(GDMA_MR_TYPE_GVA);
+        r.dma_region_handle = U64::new(5);
+        r.virtual_address = U64::new(0x7f00_0000_1000);
+        r.access_flags = U32::new(3);
+        let b = r.as_bytes();
+        assert_eq!(&b[40..48], &[1, 0x50, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[48..52], &[2, 0, 0, 0]);
+        assert_eq!(&b[56..64], &[5, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[64..72], &[0, 0x10, 0, 0, 0, 0x7f, 0, 0]);
+        assert_eq!(&b[72..76], &[3, 0, 0, 0]);
+        assert!(CreateMrReq::decode(b).is_ok());
+        for (at, field) in [
+            (52, "reserved_1"),
+            (76, "reserved_union"),
+            (80, "reserved_2"),
+        ] {
+            let mut bad = b.to_vec();
+            bad[at] = 1;
+            assert_eq!(CreateMrReq::decode(&bad).unwrap_err().field(), Some(field));
+        }
+        let mut m = CreateMrResp::new_zeroed();
+        m.mr_handle = U64::new(0x6000);
+        m.lkey = U32::new(0x10001);
+        m.rkey = U32::new(0x10001);
+        assert_eq!(
+            &m.as_bytes()[32..48],
+            &[0, 0x60, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0]
         );
     }
 }
