@@ -120,6 +120,10 @@ pub struct Device {
     /// ignores it, and counted in `stale_doorbells`.
     pub(crate) retired: BTreeSet<(u32, QueueKind, u32)>,
     pub stale_doorbells: u64,
+    /// The request being answered succeeded with more to come
+    /// (`GDMA_STATUS_MORE_ENTRIES`): set by its handler, taken by the
+    /// answer.
+    pub(crate) more_entries: bool,
 }
 
 /// The kinds of queue a doorbell names.
@@ -158,6 +162,7 @@ impl Device {
             errors: BTreeMap::new(),
             retired: BTreeSet::new(),
             stale_doorbells: 0,
+            more_entries: false,
         })
     }
 

@@ -684,3 +684,132 @@ fn doorbell_page_ranges() {
     assert_eq!(d.dev.rdma.db_pages.len(), 61);
     assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
 }
+
+/// A user memory region as `mana_ib`'s `reg_user_mr` builds it: a PD, a DMA
+/// region of the pinned pages (8 KiB pages here, its list sent in three
+/// parts with MORE_ENTRIES until complete), then `GDMA_CREATE_MR` mapping
+/// the virtual addresses onto it; the MR takes the region over and goes
+/// with it; a PD with an MR is not destroyed.
+#[test]
+fn user_memory_region() {
+    let mut d = Driver::up();
+    let mut pd = CreatePdReq::new_zeroed();
+    pd.hdr = req_hdr(RequestCode::GDMA_CREATE_PD, 48, 48);
+    let p = CreatePdResp::decode(&d.request(pd.as_mut_bytes())).unwrap();
+    assert_eq!(p.hdr.status.get(), 0);
+    assert!(p.pd_id.get() > 3, "not the HWC's or a function's PD");
+    let pd_handle = p.pd_handle.get();
+
+    // 3 pages of 8 KiB at 0x40000, 0x20000, 0x60000; the buffer starts
+    // 0x100 into the first and is 0x5000 bytes long.
+    let mut dr = CreateDmaRegionReq::new_zeroed();
+    dr.hdr = req_hdr(RequestCode::GDMA_CREATE_DMA_REGION, 72, 40);
+    dr.length = U64::new(0x5000);
+    dr.offset_in_page = U32::new(0x100);
+    dr.gdma_page_type = U32::new(1);
+    dr.page_count = U32::new(3);
+    dr.page_addr_list_len = U32::new(1);
+    let mut m = dr.as_bytes().to_vec();
+    m.extend_from_slice(&0x4_0000u64.to_le_bytes());
+    let c = CreateDmaRegionResp::decode(&d.request(&mut m)).unwrap();
+    assert_eq!(c.hdr.status.get(), status::MORE_ENTRIES);
+    let region = c.dma_region_handle.get();
+    let add = |d: &mut Driver, page: u64| {
+        let mut a = DmaRegionAddPagesReq::new_zeroed();
+        a.hdr = req_hdr(RequestCode::GDMA_DMA_REGION_ADD_PAGES, 64, 32);
+        a.dma_region_handle = U64::new(region);
+        a.page_addr_list_len = U32::new(1);
+        let mut m = a.as_bytes().to_vec();
+        m.extend_from_slice(&page.to_le_bytes());
+        status_of(&d.request(&mut m))
+    };
+    // 4 KiB-aligned only: refused for 8 KiB pages.
+    assert_eq!(add(&mut d, 0x2_1000), status::INVALID_PARAMETER);
+    assert_eq!(add(&mut d, 0x2_0000), status::MORE_ENTRIES);
+    assert_eq!(add(&mut d, 0x6_0000), 0);
+
+    let mut mr = CreateMrReq::new_zeroed();
+    mr.hdr = req_hdr(RequestCode::GDMA_CREATE_MR, 88, 48);
+    mr.pd_handle = U64::new(pd_handle);
+    mr.mr_type = U32::new(GDMA_MR_TYPE_GVA);
+    mr.dma_region_handle = U64::new(region);
+    mr.virtual_address = U64::new(0x7f12_3456_7100);
+    mr.access_flags = U32::new(3);
+    mr.mr_type = U32::new(1);
+    assert_eq!(
+        status_of(&d.request(mr.as_mut_bytes())),
+        status::NOT_SUPPORTED,
+        "GPA MRs are the kernel's"
+    );
+    mr.mr_type = U32::new(GDMA_MR_TYPE_GVA);
+    let r = CreateMrResp::decode(&d.request(mr.as_mut_bytes())).unwrap();
+    assert_eq!(r.hdr.status.get(), 0);
+    let lkey = r.lkey.get();
+    assert_eq!(r.rkey.get(), lkey);
+    assert_eq!(
+        status_of(&d.request(mr.as_mut_bytes())),
+        status::DEVICE_BUSY,
+        "the region belongs to the first MR"
+    );
+
+    // VA -> guest-physical: the first byte is 0x100 into page 0x40000;
+    // 0x2000 bytes from VA + 0x1e00 cross into the second page.
+    let space = d.dev.mr_by_key(lkey).unwrap().space.clone();
+    let va = 0x7f12_3456_7100u64;
+    assert_eq!(space.gpa_pieces(va, 16), Some(vec![(0x4_0100, 16)]));
+    assert_eq!(
+        space.gpa_pieces(va + 0x1e00, 0x2000),
+        Some(vec![(0x4_1f00, 0x100), (0x2_0000, 0x1f00)])
+    );
+    assert_eq!(
+        space.gpa_pieces(va + 0x3e00, 0x1000),
+        Some(vec![(0x2_1f00, 0x100), (0x6_0000, 0xf00)])
+    );
+    assert_eq!(space.gpa_pieces(va + 0x4fff, 2), None, "past the end");
+    assert_eq!(space.gpa_pieces(va - 1, 1), None, "before the start");
+    // The bytes the MR names are the guest's.
+    d.write(0x2_0000, b"through the MR");
+    let mut got = Vec::new();
+    for r in mana_emu::mem::DmaSpace::translate(&*space, va + 0x1f00, 14).unwrap() {
+        let mut buf = vec![0u8; r.len()];
+        r.read(0, &mut buf);
+        got.extend_from_slice(&buf);
+    }
+    assert_eq!(&got, b"through the MR");
+
+    let mut dp = DestroyPdReq::new_zeroed();
+    dp.hdr = req_hdr(RequestCode::GDMA_DESTROY_PD, 48, 32);
+    dp.pd_handle = U64::new(pd_handle);
+    assert_eq!(
+        status_of(&d.request(dp.as_mut_bytes())),
+        status::DEVICE_BUSY
+    );
+    let mut dm = DestroyMrReq::new_zeroed();
+    dm.hdr = req_hdr(RequestCode::GDMA_DESTROY_MR, 48, 32);
+    dm.mr_handle = r.mr_handle;
+    assert_eq!(status_of(&d.request(dm.as_mut_bytes())), 0);
+    assert!(
+        !d.dev.regions.contains_key(&region),
+        "the region went with the MR"
+    );
+    assert_eq!(status_of(&d.request(dm.as_mut_bytes())), status::NOT_FOUND);
+    assert_eq!(status_of(&d.request(dp.as_mut_bytes())), 0);
+    assert!(d.dev.rdma.pds.is_empty() && d.dev.rdma.mrs.is_empty());
+    let failed: Vec<(&str, u64)> = d
+        .dev
+        .ledger
+        .failed
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            ("GDMA_CREATE_MR", 2),
+            ("GDMA_DESTROY_MR", 1),
+            ("GDMA_DESTROY_PD", 1),
+            ("GDMA_DMA_REGION_ADD_PAGES", 1)
+        ]
+    );
+    assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
+}

@@ -10,7 +10,12 @@ use gdma::control::status;
 
 pub struct DmaRegion {
     pub length: u64,
+    /// Offset of the first byte in the first page.
     pub offset_in_page: u32,
+    /// Size of the pages: 4 KiB for the kernel's queues, up to 2 MiB for
+    /// user memory (`mana_ib` picks the largest the layout allows).
+    pub page_size: u64,
+    /// Pages the region has, and those listed so far (guest-physical).
     pub page_count: u32,
     pub pages: Vec<u64>,
     /// The queue that took the region over, if any (e.g. "EQ 3").
@@ -20,6 +25,15 @@ pub struct DmaRegion {
 impl DmaRegion {
     pub fn complete(&self) -> bool {
         self.pages.len() == self.page_count as usize
+    }
+
+    /// The region's memory as 4 KiB pages.
+    pub fn pages_4k(&self) -> Vec<u64> {
+        let per = self.page_size / PAGE as u64;
+        self.pages
+            .iter()
+            .flat_map(|p| (0..per).map(move |i| p + i * PAGE as u64))
+            .collect()
     }
 }
 
@@ -71,7 +85,7 @@ impl Device {
                 "queue size {size} is not a power of two of at least 4096"
             ));
         }
-        let ring = Ring::new(&self.mem, &r.pages).map_err(|gpa| {
+        let ring = Ring::new(&self.mem, &r.pages_4k()).map_err(|gpa| {
             (
                 status::INVALID_PARAMETER,
                 format!("DMA region {handle:#x}: page {gpa:#x} is not guest memory"),

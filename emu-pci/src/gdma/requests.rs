@@ -111,7 +111,9 @@ impl Device {
     fn answer(&mut self, req: &ReqHdr, name: &str, r: Handled, unimplemented: bool) -> Vec<u8> {
         // A device answers at most the version the driver asked for.
         let asked = req.resp.msg_version.get();
+        let more = std::mem::take(&mut self.more_entries);
         let (status, version, mut body) = match r {
+            Ok((v, body)) if more => (status::MORE_ENTRIES, v.min(asked), body),
             Ok((v, body)) => (status::SUCCESS, v.min(asked), body),
             Err(f) => {
                 if unimplemented {
@@ -122,11 +124,17 @@ impl Device {
                 (f.status, GDMA_MESSAGE_V1.min(asked), vec![0u8; 32])
             }
         };
-        self.ledger.answered(name, status, unimplemented);
+        // MORE_ENTRIES is a success that continues.
+        let counted = if status == status::MORE_ENTRIES {
+            0
+        } else {
+            status
+        };
+        self.ledger.answered(name, counted, unimplemented);
         let size = body.len() as u32;
         let h = RespHdr::answering(req, version, size, status);
         body[..32].copy_from_slice(h.as_bytes());
-        if status == 0 {
+        if counted == 0 {
             log::debug!("{name}: ok ({size} bytes)");
         }
         body
@@ -436,13 +444,18 @@ impl Device {
                 "4096 DMA regions exist",
             ));
         }
-        let h = self.new_region(DmaRegion {
+        let region = DmaRegion {
             length: r.length.get(),
             offset_in_page: r.offset_in_page.get(),
+            page_size: r.page_size(),
             page_count: r.page_count.get(),
             pages: pages.iter().collect(),
             owner: None,
-        });
+        };
+        // mana_ib sends the rest of a long page list by ADD_PAGES and
+        // expects MORE_ENTRIES until the list is complete.
+        self.more_entries = !region.complete();
+        let h = self.new_region(region);
         let mut resp = CreateDmaRegionResp::new_zeroed();
         resp.dma_region_handle = U64::new(h);
         v1(&resp)
@@ -468,7 +481,17 @@ impl Device {
                 ),
             ));
         }
+        if let Some(bad) = pages.iter().find(|p| p % reg.page_size != 0) {
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                format!(
+                    "page {bad:#x} is not aligned to the region's {}-byte pages",
+                    reg.page_size
+                ),
+            ));
+        }
         reg.pages.extend(pages.iter());
+        self.more_entries = !reg.complete();
         v1(&gdma_general_resp())
     }
 

@@ -11,13 +11,17 @@
 //! `MANA_IB_CONFIG_IP_ADDR`. Removal destroys the adapter, the EQs, and
 //! deregisters.
 
+pub mod mr;
+
+pub use mr::{Mr, MrSpace, Pd};
+
 use crate::device::Device;
 use crate::gdma::requests::{fail, gdma_general_resp, invalid, v1, Failure, Handled};
 use crate::gdma::Registration;
 use gdma::control::*;
 use gdma::le::{U32, U64};
 use gdma::WireType;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use zerocopy::FromZeros;
 
 /// The RDMA function's protection domain, memory key and doorbell page for
@@ -65,6 +69,9 @@ pub struct Rdma {
     pub db_pages: BTreeSet<u32>,
     /// Doorbell pages ever allocated.
     pub db_pages_allocated: u64,
+    /// Protection domains and memory regions by handle.
+    pub pds: BTreeMap<u64, Pd>,
+    pub mrs: BTreeMap<u64, Mr>,
 }
 
 impl Default for Rdma {
@@ -75,6 +82,8 @@ impl Default for Rdma {
             adapters_created: 0,
             db_pages: BTreeSet::new(),
             db_pages_allocated: 0,
+            pds: BTreeMap::new(),
+            mrs: BTreeMap::new(),
         }
     }
 }
@@ -97,6 +106,10 @@ impl Device {
             MANA_IB_CONFIG_IP_ADDR => self.config_ip(hdr, msg),
             GDMA_ALLOCATE_RESOURCE_RANGE => self.allocate_resource_range(msg),
             GDMA_DESTROY_RESOURCE_RANGE => self.destroy_resource_range(msg),
+            GDMA_CREATE_PD => self.create_pd(msg),
+            GDMA_DESTROY_PD => self.destroy_pd(msg),
+            GDMA_CREATE_MR => self.create_mr(msg),
+            GDMA_DESTROY_MR => self.destroy_mr(msg),
             _ => return None,
         })
     }
@@ -123,6 +136,13 @@ impl Device {
         }
         for p in std::mem::take(&mut self.rdma.db_pages) {
             leaked.push(format!("doorbell page {p}"));
+        }
+        for (_, m) in std::mem::take(&mut self.rdma.mrs) {
+            self.release_region(Some(m.region));
+            leaked.push(format!("{m:?}"));
+        }
+        for (h, p) in std::mem::take(&mut self.rdma.pds) {
+            leaked.push(format!("PD {} (handle {h:#x})", p.id));
         }
         leaked
     }
