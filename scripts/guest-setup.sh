@@ -162,7 +162,8 @@ kver=$(cat "$G/kernel/version")
 
 # --- 3. the guest's base userspace ------------------------------------------
 rootfs_stamp="$G/rootfs/.net-mana-rootfs"
-want_rstamp="v2 ${TOOLS[*]} ${GUEST_DEBS[*]} $(cat "$chroot_stamp")"
+VERBS_CHECK="$HERE/../emu-pci/guest/verbs-check.c"
+want_rstamp="v4 ${TOOLS[*]} ${GUEST_DEBS[*]} $(sha256sum "$VERBS_CHECK" | cut -c1-16) $(cat "$chroot_stamp")"
 if [ ! -f "$rootfs_stamp" ] || [ "$(cat "$rootfs_stamp")" != "$want_rstamp" ]; then
     log "assembling the guest's base userspace in $G/rootfs"
     rm -rf "$G/rootfs"
@@ -196,6 +197,10 @@ if [ ! -f "$rootfs_stamp" ] || [ "$(cat "$rootfs_stamp")" != "$want_rstamp" ]; t
     rm -rf "$G/rootfs/usr/share"
     find "$G/rootfs/usr/lib/x86_64-linux-gnu/libibverbs" -name '*-rdmav*.so' ! -name 'libmana-*' -delete
     rm -f "$G"/rootfs/usr/lib/x86_64-linux-gnu/lib{efa,mlx4,mlx5}.so.*
+    # The verbs check of scenario rdma-mr, built against this machine's
+    # bookworm libibverbs (libibverbs-dev, which scripts/setup.sh installs).
+    mkdir -p "$G/rootfs/usr/local/bin"
+    clang -O2 -Wall -o "$G/rootfs/usr/local/bin/mana-verbs-check" "$VERBS_CHECK" -libverbs
     find "$G/rootfs/etc/libibverbs.d" -name '*.driver' ! -name 'mana.driver' -delete
     echo "$want_rstamp" >"$rootfs_stamp"
 fi

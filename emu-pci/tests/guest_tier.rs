@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -16,6 +16,7 @@ const SCENARIOS: [&str; 8] = [
     "kernel-reload",
     "rdma-probe",
     "rdma-devinfo",
+    "rdma-mr",
 ];
 
 #[test]

@@ -343,6 +343,99 @@ impl Tier {
     }
 }
 
+impl Tier {
+    /// Through bookworm's libibverbs and libmana and the kernel's mana_ib,
+    /// a guest process registers a buffer filled with a known pattern
+    /// (`mana-verbs-check`): the device holds a PD and an MR with that
+    /// length, and reading the process's virtual addresses through the MR
+    /// gives the process's bytes. When the process ends, the MR, the PD
+    /// and the context's doorbell page are gone.
+    pub fn rdma_mr(&mut self) -> Outcome {
+        if self
+            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
+            .is_err()
+        {
+            self.sh30("insmod /modules/mana.ko")?;
+            self.expect_probed()?;
+        }
+        self.load_mana_ib()?;
+        let out = self.sh30(
+            "rm -f /tmp/mr-done; /usr/local/bin/mana-verbs-check /tmp/mr-done > /tmp/vc 2>&1 & \
+             for i in $(seq 100); do grep -q lkey /tmp/vc && break; sleep 0.1; done; cat /tmp/vc",
+        )?;
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("mr "))
+            .ok_or_else(|| format!("mana-verbs-check: {}", out.trim()))?;
+        let val = |k: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .and_then(|v| match v.strip_prefix("0x") {
+                    Some(h) => u64::from_str_radix(h, 16).ok(),
+                    None => v.parse().ok(),
+                })
+                .ok_or_else(|| format!("no {k} in {line:?}"))
+        };
+        let (lkey, addr, len, seed) = (val("lkey=")?, val("addr=")?, val("len=")?, val("seed=")?);
+        let (pds, space, page_size) = {
+            let d = lock(&self.func.dev);
+            let mr = d
+                .mr_by_key(lkey as u32)
+                .ok_or_else(|| format!("the device has no MR with key {lkey:#x}"))?;
+            if !d.rdma.pds.contains_key(&mr.pd) {
+                return Err(format!("MR {lkey:#x}'s PD does not exist"));
+            }
+            let ps = d.regions.get(&mr.region).map(|r| r.page_size).unwrap_or(0);
+            (d.rdma.pds.len(), mr.space.clone(), ps)
+        };
+        if (space.iova, space.length) != (addr, len) {
+            return Err(format!(
+                "the MR maps {:#x}+{:#x}, the process registered {addr:#x}+{len:#x}",
+                space.iova, space.length
+            ));
+        }
+        let regions = mana_emu::mem::DmaSpace::translate(&*space, addr, len as usize)
+            .ok_or("the MR's pages are not all guest memory")?;
+        let mut got = Vec::with_capacity(len as usize);
+        for r in regions {
+            let mut b = vec![0u8; r.len()];
+            r.read(0, &mut b);
+            got.extend_from_slice(&b);
+        }
+        let want: Vec<u8> = (0..len)
+            .map(|i| (i.wrapping_mul(131).wrapping_add(seed)) as u8)
+            .collect();
+        if let Some(i) = (0..len as usize).find(|i| got[*i] != want[*i]) {
+            return Err(format!(
+                "byte {i} through the MR is {:#x}, the process wrote {:#x}",
+                got[i], want[i]
+            ));
+        }
+        // The process was started by an earlier shell: poll for its last line.
+        let out = self.sh30(
+            "touch /tmp/mr-done; for i in $(seq 100); do grep -q '^done' /tmp/vc && break; sleep 0.1; done; cat /tmp/vc",
+        )?;
+        if !out.lines().any(|l| l == "done") {
+            return Err(format!("mana-verbs-check did not finish: {}", out.trim()));
+        }
+        let d = lock(&self.func.dev);
+        if !d.rdma.mrs.is_empty() || !d.rdma.pds.is_empty() || !d.rdma.db_pages.is_empty() {
+            return Err(format!(
+                "after the process ended the device holds {} MRs, {} PDs, doorbell pages {:?}",
+                d.rdma.mrs.len(),
+                d.rdma.pds.len(),
+                d.rdma.db_pages
+            ));
+        }
+        drop(d);
+        self.device_check("after mana-verbs-check")?;
+        self.kernel_log_clean("after mana-verbs-check")?;
+        Ok(format!(
+            "MR {lkey:#x}: {len} bytes at {addr:#x} on {page_size}-byte pages, {pds} PD, every byte read through it is the process's; all destroyed at exit"
+        ))
+    }
+}
+
 /// A GID as sysfs prints it.
 fn parse_gid(s: &str) -> Option<[u8; 16]> {
     let parts: Vec<&str> = s.split(':').collect();

@@ -754,7 +754,7 @@ fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Vec<u8> {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 8] = [
+pub const SCENARIOS: [&str; 9] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -763,6 +763,7 @@ pub const SCENARIOS: [&str; 8] = [
     "kernel-reload",
     "rdma-probe",
     "rdma-devinfo",
+    "rdma-mr",
 ];
 
 impl Tier {
@@ -776,6 +777,7 @@ impl Tier {
             "kernel-reload" => self.reload(),
             "rdma-probe" => self.rdma_probe(),
             "rdma-devinfo" => self.rdma_devinfo(),
+            "rdma-mr" => self.rdma_mr(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }
