@@ -16,6 +16,9 @@
 #             libibverbs1, ibverbs-providers with libmana, ibverbs-utils'
 #             ibv_devinfo; libnl), the combination an Azure VM with bookworm's
 #             DPDK runs. Bookworm binaries run on trixie's newer glibc.
+#             And bookworm's dpdk-testpmd (DPDK 22.11, which scripts/setup.sh
+#             installs on this machine) with the libraries it and our PMD load,
+#             copied from this machine (glibc's own libraries stay trixie's).
 #   debs-bookworm/  those .debs, as `apt-get download` on this (bookworm)
 #             machine fetched them with its own, unmodified apt sources.
 #
@@ -163,7 +166,7 @@ kver=$(cat "$G/kernel/version")
 # --- 3. the guest's base userspace ------------------------------------------
 rootfs_stamp="$G/rootfs/.net-mana-rootfs"
 VERBS_CHECK="$HERE/../emu-pci/guest/verbs-check.c"
-want_rstamp="v4 ${TOOLS[*]} ${GUEST_DEBS[*]} $(sha256sum "$VERBS_CHECK" | cut -c1-16) $(cat "$chroot_stamp")"
+want_rstamp="v7 ${TOOLS[*]} ${GUEST_DEBS[*]} $(sha256sum "$VERBS_CHECK" | cut -c1-16) $(cat "$chroot_stamp")"
 if [ ! -f "$rootfs_stamp" ] || [ "$(cat "$rootfs_stamp")" != "$want_rstamp" ]; then
     log "assembling the guest's base userspace in $G/rootfs"
     rm -rf "$G/rootfs"
@@ -201,6 +204,29 @@ if [ ! -f "$rootfs_stamp" ] || [ "$(cat "$rootfs_stamp")" != "$want_rstamp" ]; t
     # bookworm libibverbs (libibverbs-dev, which scripts/setup.sh installs).
     mkdir -p "$G/rootfs/usr/local/bin"
     clang -O2 -Wall -o "$G/rootfs/usr/local/bin/mana-verbs-check" "$VERBS_CHECK" -libverbs
+    # DPDK 22.11's testpmd and what it and our PMD link (issue 14): resolved
+    # on this (bookworm) machine; glibc's libraries come from the chroot, the
+    # ones the guest already has are kept.
+    cp /usr/bin/dpdk-testpmd "$G/rootfs/usr/local/bin/"
+    # The mempool handler testpmd's pools use is a plugin (the scenarios
+    # load it with -d); the other bundled drivers stay out of the guest.
+    pmds=$(ls -d /usr/lib/x86_64-linux-gnu/dpdk/pmds-*)
+    mkdir -p "$G/rootfs$pmds"
+    cp "$(readlink -f "$pmds/librte_mempool_ring.so")" "$G/rootfs$pmds/librte_mempool_ring.so.23"
+    pmd_libs="librte_ethdev.so.23 librte_bus_pci.so.23 librte_mbuf.so.23 librte_mempool.so.23 librte_eal.so.23 librte_kvargs.so.23 librte_telemetry.so.23 librte_net.so.23 librte_ring.so.23 librte_meter.so.23 librte_pci.so.23 libbsd.so.0 libmd.so.0 libfdt.so.1 libnuma.so.1 libgcc_s.so.1"
+    for lib in $(ldd /usr/bin/dpdk-testpmd | grep -o '/[^ ]*') \
+               $(for l in $pmd_libs; do ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ {print $NF; exit}'; done); do
+        name=${lib##*/}
+        case "$name" in
+            libc.so.*|libm.so.*|ld-linux*|libpthread.so.*|libdl.so.*|librt.so.*|libresolv.so.*)
+                src=$(chroot "$ROOT" sh -c "readlink -f /lib/x86_64-linux-gnu/$name" 2>/dev/null) || continue
+                dst="$G/rootfs/lib/x86_64-linux-gnu/$name"
+                [ -e "$dst" ] || { mkdir -p "${dst%/*}"; cp "$ROOT$src" "$dst"; } ;;
+            *)
+                dst="$G/rootfs/usr/lib/x86_64-linux-gnu/$name"
+                [ -e "$dst" ] || cp "$(readlink -f "$lib")" "$dst" ;;
+        esac
+    done
     find "$G/rootfs/etc/libibverbs.d" -name '*.driver' ! -name 'mana.driver' -delete
     echo "$want_rstamp" >"$rootfs_stamp"
 fi

@@ -24,4 +24,9 @@ if [ -z "$bin" ]; then
     cargo build -q --locked -p mana-pci --bin mana-guest
     bin=target/debug/mana-guest
 fi
+# Our PMD for the dpdk-* scenarios (issue 14), unless one is named.
+if [ -z "${MANA_GUEST_PMD:-}" ]; then
+    cargo build -q --locked --lib
+    export MANA_GUEST_PMD=$PWD/target/debug/librte_net_mana.so
+fi
 exec "$bin" "$@"

@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 9] = [
+const SCENARIOS: [&str; 10] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -17,6 +17,7 @@ const SCENARIOS: [&str; 9] = [
     "rdma-probe",
     "rdma-devinfo",
     "rdma-mr",
+    "dpdk-probe",
 ];
 
 #[test]

@@ -436,6 +436,89 @@ impl Tier {
     }
 }
 
+/// testpmd in the guest with our PMD, as seed 001 runs it on Azure: the
+/// kernel interface down, `-a <pci>,mac=<mac>`.
+pub(super) fn testpmd_cmd(extra_eal: &str, args: &str) -> String {
+    format!(
+        "/usr/local/bin/dpdk-testpmd --no-huge -m 128 -l 0-1 \
+         -d /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23 \
+         -d {} -a {PCI},mac=00:15:5d:4e:0a:01 {extra_eal} -- {args}",
+        super::vm::GUEST_PMD
+    )
+}
+
+impl Tier {
+    /// Bookworm's dpdk-testpmd (DPDK 22.11) with our PMD in the guest, on
+    /// the real libibverbs/libmana/mana_ib: the PCI function is probed and
+    /// its port has the vPort's MAC and the limits the real stack reports
+    /// (64 queues from the adapter's `max_qp`, 256 descriptors under
+    /// rdma-core 44, 15 segments); the context's doorbell page and PD come
+    /// and go with testpmd. The ports are not started: the device does not
+    /// yet answer the raw-packet QP requests (issue 14's next rung).
+    pub fn dpdk_probe(&mut self) -> Outcome {
+        if self
+            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
+            .is_err()
+        {
+            self.sh30("insmod /modules/mana.ko")?;
+            self.expect_probed()?;
+        }
+        self.load_mana_ib()?;
+        self.sh30("ip link set eth0 down")?;
+        let pds0 = lock(&self.func.dev)
+            .ledger
+            .succeeded
+            .get("GDMA_CREATE_PD")
+            .copied()
+            .unwrap_or(0);
+        let out = self.sh(
+            &format!(
+                "printf 'show port info 0\\nquit\\n' | {} 2>&1",
+                testpmd_cmd("", "-i --disable-device-start --total-num-mbufs=2048")
+            ),
+            Duration::from_secs(120),
+        )?;
+        let want = [
+            "EAL: Probe PCI driver: net_mana (1414:00ba) device: 0000:00:01.0",
+            "MAC address: 00:15:5D:4E:0A:01",
+            "Driver name: net_mana",
+            &format!("Max possible RX queues: {CAP_MAX_QP}"),
+            &format!("Max possible TX queues: {CAP_MAX_QP}"),
+            "Max possible number of RXDs per queue: 256",
+            "Max possible number of TXDs per queue: 256",
+            "Max segment number per packet: 15",
+        ];
+        if let Some(w) = want.iter().find(|w| !out.contains(*w)) {
+            return Err(format!("testpmd output lacks {w:?}:\n{out}"));
+        }
+        let d = lock(&self.func.dev);
+        let pds = d
+            .ledger
+            .succeeded
+            .get("GDMA_CREATE_PD")
+            .copied()
+            .unwrap_or(0)
+            - pds0;
+        if pds == 0 {
+            return Err("testpmd allocated no PD through mana_ib".into());
+        }
+        if !d.rdma.pds.is_empty() || !d.rdma.mrs.is_empty() || !d.rdma.db_pages.is_empty() {
+            return Err(format!(
+                "after testpmd quit the device holds {} PDs, {} MRs, doorbell pages {:?}",
+                d.rdma.pds.len(),
+                d.rdma.mrs.len(),
+                d.rdma.db_pages
+            ));
+        }
+        drop(d);
+        self.device_check("after testpmd")?;
+        self.kernel_log_clean("after testpmd")?;
+        Ok(format!(
+            "testpmd (DPDK 22.11) + our PMD probed 0000:00:01.0 port 1 (00:15:5d:4e:0a:01, 64 queues, 256 descriptors) through libmana/mana_ib; {pds} PD(s) made and destroyed"
+        ))
+    }
+}
+
 /// A GID as sysfs prints it.
 fn parse_gid(s: &str) -> Option<[u8; 16]> {
     let parts: Vec<&str> = s.split(':').collect();

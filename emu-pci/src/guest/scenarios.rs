@@ -754,7 +754,7 @@ fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Vec<u8> {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 9] = [
+pub const SCENARIOS: [&str; 10] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -764,6 +764,7 @@ pub const SCENARIOS: [&str; 9] = [
     "rdma-probe",
     "rdma-devinfo",
     "rdma-mr",
+    "dpdk-probe",
 ];
 
 impl Tier {
@@ -778,6 +779,7 @@ impl Tier {
             "rdma-probe" => self.rdma_probe(),
             "rdma-devinfo" => self.rdma_devinfo(),
             "rdma-mr" => self.rdma_mr(),
+            "dpdk-probe" => self.dpdk_probe(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }

@@ -31,7 +31,13 @@ pub struct Pieces {
     /// Module files in load order (dependencies first).
     pub modules: Vec<PathBuf>,
     pub rootfs: PathBuf,
+    /// Our PMD (`librte_net_mana.so`), put in the guest at [`GUEST_PMD`]
+    /// when `MANA_GUEST_PMD` names it (scripts/guest.sh builds it).
+    pub pmd: Option<PathBuf>,
 }
+
+/// Where the guest finds our PMD.
+pub const GUEST_PMD: &str = "/usr/lib/net-mana/librte_net_mana.so";
 
 impl Pieces {
     pub fn find() -> io::Result<Pieces> {
@@ -71,12 +77,20 @@ impl Pieces {
         if !rootfs.join("bin/busybox").exists() {
             return Err(missing("rootfs/bin/busybox"));
         }
+        let pmd = std::env::var_os("MANA_GUEST_PMD").map(PathBuf::from);
+        if let Some(p) = pmd.as_ref().filter(|p| !p.exists()) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("MANA_GUEST_PMD names {}, which does not exist", p.display()),
+            ));
+        }
         Ok(Pieces {
             chroot,
             kernel,
             kernel_version,
             modules,
             rootfs,
+            pmd,
         })
     }
 
@@ -94,6 +108,9 @@ impl Pieces {
             order.push('\n');
         }
         i.file("modules/order", 0o644, order.as_bytes());
+        if let Some(p) = &self.pmd {
+            i.file(GUEST_PMD, 0o755, &fs::read(p)?);
+        }
         Ok(i.finish())
     }
 }
