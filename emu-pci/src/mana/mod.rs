@@ -34,6 +34,10 @@ pub struct Vport {
     /// The device model's PD for the registered device (its port and its
     /// guest-physical memory key).
     pub model_pd: Option<u32>,
+    /// A user context's binding of the vPort (`mana_ib`'s raw QPs
+    /// configure TX with a user PD and the context's doorbell page): the
+    /// PD's handle, the page and the model's PD holding the PD's MR keys.
+    pub user: Option<UserBinding>,
     /// `MANA_CONFIG_VPORT_RX`, as last applied.
     pub rx_enabled: bool,
     pub rss_enabled: bool,
@@ -51,6 +55,7 @@ impl Default for Vport {
         Vport {
             tx: None,
             model_pd: None,
+            user: None,
             rx_enabled: false,
             rss_enabled: false,
             hash_key: [0; MANA_HASH_KEY_SIZE],
@@ -60,6 +65,15 @@ impl Default for Vport {
             fences: 0,
         }
     }
+}
+
+/// The vPort as a user context configured it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserBinding {
+    pub pd_handle: u64,
+    pub pdid: u32,
+    pub db_page: u32,
+    pub model_pd: u32,
 }
 
 /// A WQ object: an SQ or RQ and its CQ, in the device model.
@@ -245,13 +259,7 @@ impl Device {
         self.check_vport(r.vport.get())?;
         let (pdid, db) = (r.pdid.get(), r.doorbell_pageid.get());
         if pdid != reg.pdid || db != reg.db_page {
-            return Err(fail(
-                status::INVALID_PARAMETER,
-                format!(
-                    "pdid {pdid} / doorbell page {db}: the device's are {} / {}",
-                    reg.pdid, reg.db_page
-                ),
-            ));
+            self.bind_user_vport(pdid, db, &reg)?;
         }
         // The kernel configures TX at every `ip link set up` and tells the
         // device nothing when it stops using the vPort.
@@ -260,6 +268,98 @@ impl Device {
         resp.tx_vport_offset = U16::new(u16::from(self.net.vp_offset(PORT).unwrap_or(0)));
         resp.short_form_allowed = 1;
         v1(&resp)
+    }
+
+    /// `CONFIG_VPORT_TX` with a user PD and a user context's doorbell page
+    /// (`mana_ib`'s raw QP): the vPort's queues go to that page and the
+    /// PD's MRs are the keys their SGEs name. One user at a time, and only
+    /// while the kernel's own queues are gone (the kernel's netdev down).
+    fn bind_user_vport(
+        &mut self,
+        pdid: u32,
+        db: u32,
+        reg: &crate::gdma::Registration,
+    ) -> Result<(), crate::gdma::requests::Failure> {
+        let Some((&pd_handle, _)) = self.rdma.pds.iter().find(|(_, p)| p.id == pdid) else {
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                format!(
+                    "pdid {pdid} is neither the function's ({}) nor a user PD",
+                    reg.pdid
+                ),
+            ));
+        };
+        if !self.rdma.db_pages.contains(&db) {
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                format!("doorbell page {db} is not allocated to a user context"),
+            ));
+        }
+        if let Some(u) = &self.vport.user {
+            if (u.pdid, u.db_page) == (pdid, db) {
+                return Ok(());
+            }
+            if self.wq_objs.values().any(|o| o.page == u.db_page) {
+                return Err(fail(
+                    status::DEVICE_BUSY,
+                    format!(
+                        "the vPort's queues belong to PD {} on page {}",
+                        u.pdid, u.db_page
+                    ),
+                ));
+            }
+            self.unbind_user_vport();
+        }
+        if let Some(o) = self.wq_objs.values().find(|o| o.page != db) {
+            return Err(fail(
+                status::DEVICE_BUSY,
+                format!("the vPort is in use by queues on doorbell page {}", o.page),
+            ));
+        }
+        let model_pd = self.net.hw_pd(db, PORT).map_err(|e| {
+            fail(
+                status::INSUFFICIENT_RESOURCES,
+                format!("model PD: errno {}", e.0),
+            )
+        })?;
+        let keys: Vec<_> = self
+            .rdma
+            .mrs
+            .values()
+            .filter(|m| m.pd == pd_handle)
+            .map(|m| (m.lkey, m.space.clone()))
+            .collect();
+        for (lkey, space) in keys {
+            let _ = self.net.hw_register_space(model_pd, lkey, space);
+        }
+        log::info!("vPort bound to user PD {pdid} on doorbell page {db}");
+        self.vport.user = Some(UserBinding {
+            pd_handle,
+            pdid,
+            db_page: db,
+            model_pd,
+        });
+        Ok(())
+    }
+
+    /// Drops the user binding: its keys and model PD.
+    pub(crate) fn unbind_user_vport(&mut self) {
+        if let Some(u) = self.vport.user.take() {
+            let keys: Vec<u32> = self
+                .rdma
+                .mrs
+                .values()
+                .filter(|m| m.pd == u.pd_handle)
+                .map(|m| m.lkey)
+                .collect();
+            for k in keys {
+                let _ = self.net.hw_unregister_space(k);
+            }
+            let _ = self.net.dealloc_pd(u.model_pd);
+            if self.vport.tx == Some((u.pdid, u.db_page)) {
+                self.vport.tx = None;
+            }
+        }
     }
 
     /// The device model's ring over the pages of DMA region `handle` (taken
@@ -303,12 +403,24 @@ impl Device {
                 ))
             }
         };
-        if self.vport.tx.is_none() {
+        let Some((_, page)) = self.vport.tx else {
             return Err(fail(
                 status::INVALID_DEVICE_STATE,
                 "vPort not configured (CONFIG_VPORT_TX)",
             ));
-        }
+        };
+        // The queues go to the doorbell page and PD of the vPort's TX
+        // configuration: the kernel's, or a user context's.
+        let model_pd = match &self.vport.user {
+            Some(u) if u.db_page == page => u.model_pd,
+            _ if page == reg.db_page => self.vport.model_pd.expect("registered"),
+            _ => {
+                return Err(fail(
+                    status::INVALID_DEVICE_STATE,
+                    format!("doorbell page {page} of the TX configuration has no PD"),
+                ))
+            }
+        };
         let eq = r.cq_parent_qid.get();
         match self.eqs.get(&eq) {
             Some(q) if q.owner == hdr.dev_id => {}
@@ -343,25 +455,24 @@ impl Device {
                 self.model_ring(wq_region, r.wq_size.get(), format!("WQ object {handle:#x}"))?;
             let cq_ring =
                 self.model_ring(cq_region, r.cq_size.get(), format!("WQ object {handle:#x}"))?;
-            let pd = self.vport.model_pd.expect("registered");
+            let pd = model_pd;
             let model_cq = self
                 .net
-                .hw_create_cq(reg.db_page, cq_id, cq_ring, eq)
+                .hw_create_cq(page, cq_id, cq_ring, eq)
                 .map_err(|e| fail(status::INVALID_PARAMETER, format!("CQ: errno {}", e.0)))?;
-            let model_wq =
-                match self
-                    .net
-                    .hw_create_wq(reg.db_page, kind, pd, wq_id, wq_ring, model_cq)
-                {
-                    Ok(w) => w,
-                    Err(e) => {
-                        let _ = self.net.hw_destroy_cq(model_cq);
-                        return Err(fail(
-                            status::INVALID_PARAMETER,
-                            format!("WQ: errno {}", e.0),
-                        ));
-                    }
-                };
+            let model_wq = match self
+                .net
+                .hw_create_wq(page, kind, pd, wq_id, wq_ring, model_cq)
+            {
+                Ok(w) => w,
+                Err(e) => {
+                    let _ = self.net.hw_destroy_cq(model_cq);
+                    return Err(fail(
+                        status::INVALID_PARAMETER,
+                        format!("WQ: errno {}", e.0),
+                    ));
+                }
+            };
             Ok((model_wq, model_cq))
         })();
         let (model_wq, model_cq) = match built {
@@ -377,12 +488,12 @@ impl Device {
         } else {
             QueueKind::Rq
         };
-        self.revive_queue(reg.db_page, wk, wq_id);
-        self.revive_queue(reg.db_page, QueueKind::Cq, cq_id);
+        self.revive_queue(page, wk, wq_id);
+        self.revive_queue(page, QueueKind::Cq, cq_id);
         self.wq_objs.insert(
             handle,
             WqObj {
-                page: reg.db_page,
+                page,
                 kind,
                 wq_id,
                 cq_id,
@@ -460,6 +571,10 @@ impl Device {
         let s = CfgRxSteerReqV2::decode_with_table(msg).map_err(invalid)?;
         self.registration(hdr)?;
         self.check_vport(s.req.vport.get())?;
+        if s.req.cqe_coalescing_enable == 1 {
+            // Permitted, not required: the model reports one packet per CQE.
+            log::debug!("CONFIG_VPORT_RX permits CQE coalescing; the device does not coalesce");
+        }
         let mut v = self.vport.clone();
         match s.rx_enable {
             TriState::True => v.rx_enabled = true,

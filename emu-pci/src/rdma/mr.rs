@@ -130,6 +130,15 @@ impl Device {
                 format!("PD {h:#x} still has MR {:#x}", m.lkey),
             ));
         }
+        if let Some(u) = self.vport.user.as_ref().filter(|u| u.pd_handle == h) {
+            if let Some(o) = self.wq_objs.values().find(|o| o.page == u.db_page) {
+                return Err(fail(
+                    status::DEVICE_BUSY,
+                    format!("PD {h:#x} still has the vPort's queue {}", o.wq_id),
+                ));
+            }
+            self.unbind_user_vport();
+        }
         let pd = self.rdma.pds.remove(&h).unwrap();
         log::info!("PD {} (handle {h:#x}) destroyed", pd.id);
         v1(&gdma_general_resp())
@@ -213,6 +222,10 @@ impl Device {
         let h = self.rdma.next_handle;
         self.rdma.next_handle += 1;
         self.regions.get_mut(&rh).unwrap().owner = Some(format!("MR {lkey:#x}"));
+        // A PD the vPort is bound to: the key is usable at once.
+        if let Some(u) = self.vport.user.as_ref().filter(|u| u.pd_handle == pd) {
+            let _ = self.net.hw_register_space(u.model_pd, lkey, space.clone());
+        }
         log::info!(
             "MR {lkey:#x} (handle {h:#x}): {:#x} bytes at {iova:#x}, {} pages of {} bytes",
             space.length,
@@ -244,6 +257,14 @@ impl Device {
         };
         // The region went to the MR and goes with it.
         self.release_region(Some(mr.region));
+        if self
+            .vport
+            .user
+            .as_ref()
+            .is_some_and(|u| u.pd_handle == mr.pd)
+        {
+            let _ = self.net.hw_unregister_space(mr.lkey);
+        }
         log::info!("MR {:#x} (handle {h:#x}) destroyed", mr.lkey);
         v1(&gdma_general_resp())
     }

@@ -108,6 +108,17 @@ impl State {
         Ok(())
     }
 
+    /// Withdraws a key `hw_register_space` made (a user MR destroyed).
+    pub fn hw_unregister_space(&mut self, lkey: u32) -> Res<()> {
+        match self.mrs.get(&lkey) {
+            Some(m) if matches!(m.mem, MrMem::Space(_)) => {
+                self.mrs.remove(&lkey);
+                Ok(())
+            }
+            _ => Err(EINVAL),
+        }
+    }
+
     /// A CQ of `ring.len() / 64` entries with id `hw_id`, reporting to EQ
     /// `eq`. It starts disarmed (the driver arms it with a CQ doorbell).
     pub fn hw_create_cq(&mut self, db_page: u32, hw_id: u32, ring: Ring, eq: u32) -> Res<u32> {

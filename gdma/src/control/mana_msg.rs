@@ -343,13 +343,9 @@ impl CfgRxSteerReqV2 {
                 return Err(inv(field, v.into(), "0 or 1"));
             }
         }
-        if r.cqe_coalescing_enable != 0 {
-            return Err(inv(
-                "cqe_coalescing_enable",
-                1,
-                "0 (this device does not coalesce)",
-            ));
-        }
+        // `cqe_coalescing_enable` 1 permits the device to report up to four
+        // packets per CQE (`CQE_RX_COALESCED_4`); `mana_ib`'s RSS QPs set it.
+        // Whether to coalesce is the device's choice.
         let n = usize::from(r.num_indir_entries.get());
         let table = if r.update_indir_tab == 1 {
             if n == 0 || n > MANA_INDIRECT_TABLE_MAX_SIZE || !n.is_power_of_two() {
@@ -495,6 +491,8 @@ mod tests {
         assert_eq!(field(&steer(64, 2, 1)), Some("update_indir_tab"));
         let mut m = steer(64, 1, 1);
         m[112] = 1;
+        assert!(CfgRxSteerReqV2::decode_with_table(&m).is_ok());
+        m[112] = 2;
         assert_eq!(field(&m), Some("cqe_coalescing_enable"));
         let mut m = steer(64, 1, 1);
         m[50] = 112;
