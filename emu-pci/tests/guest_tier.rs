@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 10] = [
+const SCENARIOS: [&str; 11] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -18,6 +18,7 @@ const SCENARIOS: [&str; 10] = [
     "rdma-devinfo",
     "rdma-mr",
     "dpdk-probe",
+    "dpdk-rust-1q",
 ];
 
 #[test]

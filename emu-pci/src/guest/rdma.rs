@@ -3,7 +3,8 @@
 //! the guest shows in sysfs against the adapter, MAC, GIDs and EQs the
 //! device holds.
 
-use super::scenarios::{Outcome, Tier, MAC, PCI};
+use super::peer;
+use super::scenarios::{ipv4_frame, udp, Outcome, Tier, MAC, PCI};
 use crate::rdma::{
     fmt_gid, Adapter, CAP_MAX_CQ, CAP_MAX_MR, CAP_MAX_PD, CAP_MAX_QP, CAP_QUEUE_BYTES,
     CAP_RECV_SGE, CAP_SEND_SGE, RDMA_DB_PAGE,
@@ -515,6 +516,178 @@ impl Tier {
         self.kernel_log_clean("after testpmd")?;
         Ok(format!(
             "testpmd (DPDK 22.11) + our PMD probed 0000:00:01.0 port 1 (00:15:5d:4e:0a:01, 64 queues, 256 descriptors) through libmana/mana_ib; {pds} PD(s) made and destroyed"
+        ))
+    }
+}
+
+impl Tier {
+    /// Sends `cmd` to the testpmd running in the guest (its stdin is the
+    /// FIFO /tmp/tpin) and waits until its output contains `until`. The
+    /// prompt is written at once; testpmd's printf output reaches the file
+    /// (no tty, no stdbuf in the guest) only when it exits.
+    fn testpmd_do(&mut self, cmd: &str, until: &str, timeout: Duration) -> Result<String, String> {
+        let from = self
+            .sh30("wc -c < /tmp/tpout")?
+            .trim()
+            .parse::<usize>()
+            .unwrap_or(0);
+        self.sh30(&format!("echo '{cmd}' > /tmp/tpin"))?;
+        let t0 = Instant::now();
+        loop {
+            // testpmd's prompt ends without a newline; the console needs one.
+            let out = self.sh30(&format!("tail -c +{} /tmp/tpout; echo", from + 1))?;
+            if out.contains(until) {
+                return Ok(out);
+            }
+            if t0.elapsed() > timeout {
+                return Err(format!(
+                    "testpmd `{cmd}`: no {until:?} after {timeout:?}:\n{out}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// `dpdk-rust-1q`: testpmd with our PMD in the guest, one queue pair,
+    /// `macswap` forwarding, as seed 001 runs it (kernel interface down,
+    /// `-a <pci>,mac=<mac>`); the host peer sends UDP frames to the port
+    /// and receives them back. Every hop counts the same frames and bytes:
+    /// peer TX = device RX = testpmd RX = testpmd TX = device TX = peer RX.
+    /// When testpmd quits, everything it made through mana_ib is gone.
+    pub fn dpdk_rust_1q(&mut self) -> Outcome {
+        const N: u64 = 200;
+        if self
+            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
+            .is_err()
+        {
+            self.sh30("insmod /modules/mana.ko")?;
+            self.expect_probed()?;
+        }
+        self.load_mana_ib()?;
+        self.sh30("ip link set eth0 down")?;
+        self.sh30(&format!(
+            "rm -f /tmp/tpin /tmp/tpout; mkfifo /tmp/tpin; \
+             {} < /tmp/tpin > /tmp/tpout 2>&1 & sleep 900 > /tmp/tpin & echo $! > /tmp/tpsleep",
+            testpmd_cmd(
+                "",
+                "-i --forward-mode=macswap --rxq=1 --txq=1 --total-num-mbufs=2048"
+            )
+        ))?;
+        let t0 = Instant::now();
+        while !self.sh30("cat /tmp/tpout; echo")?.contains("testpmd> ") {
+            if t0.elapsed() > Duration::from_secs(90) {
+                let out = self.sh30("cat /tmp/tpout; echo")?;
+                return Err(format!("testpmd did not come up:\n{out}"));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        self.testpmd_do("start", "testpmd> ", Duration::from_secs(30))?;
+        let peer_mac = self.peer_mac()?;
+        let (p0, d0) = (
+            self.peer.counters().map_err(|e| e.to_string())?,
+            self.port(),
+        );
+        for i in 0..N {
+            let payload = vec![i as u8; 18 + (i as usize % 200)];
+            let f = ipv4_frame(
+                MAC,
+                peer_mac,
+                17,
+                &udp(40000 + i as u16 % 61, 6000, &payload, true),
+            );
+            peer::send_raw(&self.peer.ns, &self.peer.peer_if, f)
+                .map_err(|e| format!("raw send: {e}"))?;
+        }
+        // Every frame back at the peer (or a timeout), then settled.
+        let t0 = Instant::now();
+        loop {
+            let p = self.peer.counters().map_err(|e| e.to_string())?;
+            if p.rx_packets - p0.rx_packets >= N || t0.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("quit", "Bye", Duration::from_secs(60))?;
+        let out = self.sh30("cat /tmp/tpout; echo")?;
+        let stats = out
+            .rsplit_once("NIC statistics for port 0")
+            .map(|(_, s)| s.to_string())
+            .ok_or_else(|| format!("no port statistics from testpmd:\n{out}"))?;
+        let (p1, d1) = (
+            self.peer.counters().map_err(|e| e.to_string())?,
+            self.port(),
+        );
+        let stat = |k: &str| -> Result<u64, String> {
+            stats
+                .split_whitespace()
+                .skip_while(|w| *w != k)
+                .nth(1)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("no {k} in testpmd's stats:\n{stats}"))
+        };
+        let (trx, trxb, ttx, ttxb) = (
+            stat("RX-packets:")?,
+            stat("RX-bytes:")?,
+            stat("TX-packets:")?,
+            stat("TX-bytes:")?,
+        );
+        let (ptx, ptxb, prx, prxb) = (
+            p1.tx_packets - p0.tx_packets,
+            p1.tx_bytes - p0.tx_bytes,
+            p1.rx_packets - p0.rx_packets,
+            p1.rx_bytes - p0.rx_bytes,
+        );
+        let (drx, drxb, dtx, dtxb) = (
+            d1.rx_packets - d0.rx_packets,
+            d1.rx_bytes - d0.rx_bytes,
+            d1.tx_packets - d0.tx_packets,
+            d1.tx_bytes - d0.tx_bytes,
+        );
+        let checks = [
+            ("peer TX = device RX frames", ptx, drx),
+            ("peer TX = device RX bytes", ptxb, drxb),
+            ("device RX = testpmd RX frames", drx, trx),
+            ("device RX = testpmd RX bytes", drxb, trxb),
+            ("testpmd RX = testpmd TX frames", trx, ttx),
+            ("testpmd TX = device TX frames", ttx, dtx),
+            ("testpmd TX = device TX bytes", ttxb, dtxb),
+            ("device TX = peer RX frames", dtx, prx),
+            ("device TX = peer RX bytes", dtxb, prxb),
+        ];
+        let bad: Vec<String> = checks
+            .iter()
+            .filter(|(_, a, b)| a != b)
+            .map(|(n, a, b)| format!("{n}: {a} != {b}"))
+            .collect();
+        if !bad.is_empty() {
+            return Err(format!("counters differ: {}", bad.join("; ")));
+        }
+        if drx < N {
+            return Err(format!("the device received {drx} of the {N} frames sent"));
+        }
+        // The FIFO's writer, by its pid.
+        self.sh30("kill $(cat /tmp/tpsleep)")?;
+        let d = lock(&self.func.dev);
+        if !d.wq_objs.is_empty()
+            || !d.rdma.pds.is_empty()
+            || !d.rdma.mrs.is_empty()
+            || !d.rdma.db_pages.is_empty()
+        {
+            return Err(format!(
+                "after testpmd quit the device holds {} WQ objects, {} PDs, {} MRs, doorbell pages {:?}",
+                d.wq_objs.len(),
+                d.rdma.pds.len(),
+                d.rdma.mrs.len(),
+                d.rdma.db_pages
+            ));
+        }
+        drop(d);
+        self.device_check("after testpmd")?;
+        Ok(format!(
+            "{drx} frames / {drxb} bytes peer -> device -> testpmd (our PMD, 1 queue, macswap) -> device -> peer, equal at every hop"
         ))
     }
 }

@@ -122,7 +122,7 @@ impl Tier {
         }
     }
 
-    fn port(&self) -> PortCounters {
+    pub(super) fn port(&self) -> PortCounters {
         lock(&self.func.dev).net.counters().ports[0]
             .counters
             .clone()
@@ -487,7 +487,7 @@ impl Tier {
         Ok("good UDP checksum accepted (NoPorts +1), bad UDP and TCP checksums counted as InCsumErrors +1 each".into())
     }
 
-    fn peer_mac(&self) -> Result<[u8; 6], String> {
+    pub(super) fn peer_mac(&self) -> Result<[u8; 6], String> {
         let o = std::process::Command::new("ip")
             .args([
                 "-n",
@@ -702,7 +702,7 @@ fn pseudo(proto: u8, len: usize) -> u32 {
     s + u32::from(proto) + len as u32
 }
 
-fn udp(sport: u16, dport: u16, payload: &[u8], good: bool) -> Vec<u8> {
+pub(super) fn udp(sport: u16, dport: u16, payload: &[u8], good: bool) -> Vec<u8> {
     let len = 8 + payload.len();
     let mut u = Vec::new();
     u.extend_from_slice(&sport.to_be_bytes());
@@ -737,7 +737,7 @@ fn tcp_syn(sport: u16, dport: u16, good: bool) -> Vec<u8> {
     t
 }
 
-fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Vec<u8> {
+pub(super) fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Vec<u8> {
     let mut f = Vec::new();
     f.extend_from_slice(&dst);
     f.extend_from_slice(&src);
@@ -754,7 +754,7 @@ fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Vec<u8> {
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 10] = [
+pub const SCENARIOS: [&str; 11] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -765,6 +765,7 @@ pub const SCENARIOS: [&str; 10] = [
     "rdma-devinfo",
     "rdma-mr",
     "dpdk-probe",
+    "dpdk-rust-1q",
 ];
 
 impl Tier {
@@ -780,6 +781,7 @@ impl Tier {
             "rdma-devinfo" => self.rdma_devinfo(),
             "rdma-mr" => self.rdma_mr(),
             "dpdk-probe" => self.dpdk_probe(),
+            "dpdk-rust-1q" => self.dpdk_rust_1q(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }
