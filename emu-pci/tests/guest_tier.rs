@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 11] = [
+const SCENARIOS: [&str; 12] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -19,6 +19,7 @@ const SCENARIOS: [&str; 11] = [
     "rdma-mr",
     "dpdk-probe",
     "dpdk-rust-1q",
+    "dpdk-rust-4q",
 ];
 
 #[test]

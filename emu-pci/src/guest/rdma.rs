@@ -555,6 +555,17 @@ impl Tier {
     /// peer TX = device RX = testpmd RX = testpmd TX = device TX = peer RX.
     /// When testpmd quits, everything it made through mana_ib is gone.
     pub fn dpdk_rust_1q(&mut self) -> Outcome {
+        self.dpdk_rust(1)
+    }
+
+    /// `dpdk-rust-4q`: the same with 4 queue pairs: `mana_ib`'s RSS QP
+    /// spreads the peer's 61 flows over 4 RQs (at least 2 used, and the
+    /// device's per-RQ counts add up to what testpmd received).
+    pub fn dpdk_rust_4q(&mut self) -> Outcome {
+        self.dpdk_rust(4)
+    }
+
+    fn dpdk_rust(&mut self, queues: usize) -> Outcome {
         const N: u64 = 200;
         if self
             .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
@@ -570,7 +581,9 @@ impl Tier {
              {} < /tmp/tpin > /tmp/tpout 2>&1 & sleep 900 > /tmp/tpin & echo $! > /tmp/tpsleep",
             testpmd_cmd(
                 "",
-                "-i --forward-mode=macswap --rxq=1 --txq=1 --total-num-mbufs=2048"
+                &format!(
+                    "-i --forward-mode=macswap --rxq={queues} --txq={queues} --total-num-mbufs=4096"
+                )
             )
         ))?;
         let t0 = Instant::now();
@@ -610,6 +623,16 @@ impl Tier {
         std::thread::sleep(Duration::from_millis(500));
         self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
         self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        // Per RQ, as the device counted (its live RQs are testpmd's, until it quits).
+        let per_rq: Vec<u64> = {
+            let d = lock(&self.func.dev);
+            let c = d.net.counters();
+            c.queues
+                .iter()
+                .filter(|q| q.live && q.kind == "rq")
+                .map(|q| q.counters.packets)
+                .collect()
+        };
         self.testpmd_do("quit", "Bye", Duration::from_secs(60))?;
         let out = self.sh30("cat /tmp/tpout; echo")?;
         let stats = out
@@ -668,6 +691,18 @@ impl Tier {
         if drx < N {
             return Err(format!("the device received {drx} of the {N} frames sent"));
         }
+        if per_rq.len() != queues {
+            return Err(format!(
+                "{} RQs on the device, testpmd set up {queues}",
+                per_rq.len()
+            ));
+        }
+        if per_rq.iter().sum::<u64>() != drx {
+            return Err(format!("the RQs counted {per_rq:?}, the port {drx}"));
+        }
+        if queues > 1 && per_rq.iter().filter(|n| **n > 0).count() < 2 {
+            return Err(format!("RSS used one RQ of {queues}: {per_rq:?}"));
+        }
         // The FIFO's writer, by its pid.
         self.sh30("kill $(cat /tmp/tpsleep)")?;
         let d = lock(&self.func.dev);
@@ -687,7 +722,7 @@ impl Tier {
         drop(d);
         self.device_check("after testpmd")?;
         Ok(format!(
-            "{drx} frames / {drxb} bytes peer -> device -> testpmd (our PMD, 1 queue, macswap) -> device -> peer, equal at every hop"
+            "{drx} frames / {drxb} bytes peer -> device -> testpmd (our PMD, {queues} queue(s), macswap) -> device -> peer, equal at every hop; per RQ {per_rq:?}"
         ))
     }
 }

@@ -754,7 +754,7 @@ pub(super) fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Ve
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 11] = [
+pub const SCENARIOS: [&str; 12] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -766,6 +766,7 @@ pub const SCENARIOS: [&str; 11] = [
     "rdma-mr",
     "dpdk-probe",
     "dpdk-rust-1q",
+    "dpdk-rust-4q",
 ];
 
 impl Tier {
@@ -782,6 +783,7 @@ impl Tier {
             "rdma-mr" => self.rdma_mr(),
             "dpdk-probe" => self.dpdk_probe(),
             "dpdk-rust-1q" => self.dpdk_rust_1q(),
+            "dpdk-rust-4q" => self.dpdk_rust_4q(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }
