@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 12] = [
+const SCENARIOS: [&str; 13] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -20,6 +20,7 @@ const SCENARIOS: [&str; 12] = [
     "dpdk-probe",
     "dpdk-rust-1q",
     "dpdk-rust-4q",
+    "dpdk-iface-up",
 ];
 
 #[test]

@@ -284,6 +284,15 @@ pub fn allocators(socket: c_int) -> ffi::manadv_ctx_allocators {
     }
 }
 
+/// The port's netdev is up now: the kernel owns the vPort. A raw QP then
+/// fails with EBUSY (later kernels, the LD_PRELOAD emulator) or ENODEV (the
+/// 6.12 `mana_ib` turns any vPort configuration failure into it; seen in
+/// the guest tier's `dpdk-iface-up`), so ENODEV means "interface up" only
+/// if the interface is up.
+fn kernel_owns(p: &Port) -> bool {
+    crate::hw::sysfs::port_netdev(&p.ib.ibdev_path, p.ib_port).is_some_and(|n| n.up)
+}
+
 /// Creates every verbs queue of the plan on `dev`. Nothing is attached: on
 /// failure, dropping what was built destroys it.
 pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built> {
@@ -304,7 +313,7 @@ pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built> {
         let cq = Cq::create(ctx, nb, None, 0).map_err(|e| Error::from(e).context(at(" CQ")))?;
         let qp = match Qp::create_raw_sq(&dev.parent, &cq, nb, plan.max_sge) {
             Ok(qp) => qp,
-            Err(e) if e.errno == libc::EBUSY => {
+            Err(e) if e.errno == libc::EBUSY || (e.errno == libc::ENODEV && kernel_owns(p)) => {
                 let n = &p.netdev;
                 return Err(Error::new(
                     libc::EBUSY,

@@ -727,6 +727,55 @@ impl Tier {
     }
 }
 
+impl Tier {
+    /// `dpdk-iface-up`: seed 001's troubleshooting for real — testpmd
+    /// started with the kernel's interface still up: `mana_ib` refuses the
+    /// raw QP (the vPort is the kernel's, EBUSY) without asking the device,
+    /// the port does not start, and our PMD's log line says what to do.
+    /// Nothing is left on the device.
+    pub fn dpdk_iface_up(&mut self) -> Outcome {
+        if self
+            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
+            .is_err()
+        {
+            self.sh30("insmod /modules/mana.ko")?;
+            self.expect_probed()?;
+        }
+        self.load_mana_ib()?;
+        self.sh30("ip link set eth0 up")?;
+        let wq_before = lock(&self.func.dev).wq_objs.len();
+        let out = self.sh(
+            &format!(
+                "printf 'port start 0\\nquit\\n' | {} 2>&1",
+                testpmd_cmd("", "-i --disable-device-start --total-num-mbufs=2048")
+            ),
+            Duration::from_secs(120),
+        )?;
+        let want = [
+            "tx queue 0: the kernel still uses port 00:15:5d:4e:0a:01 (eth0): run 'ip link set eth0 down' before starting DPDK",
+            "Fail to start port 0",
+        ];
+        if let Some(w) = want.iter().find(|w| !out.contains(*w)) {
+            return Err(format!("testpmd output lacks {w:?}:\n{out}"));
+        }
+        let d = lock(&self.func.dev);
+        if d.vport.user.is_some() || !d.rdma.pds.is_empty() || !d.rdma.db_pages.is_empty() {
+            return Err("testpmd's objects outlived it".into());
+        }
+        if d.wq_objs.len() != wq_before {
+            return Err(format!(
+                "WQ objects {} -> {}: the refused start reached the device",
+                wq_before,
+                d.wq_objs.len()
+            ));
+        }
+        drop(d);
+        self.device_check("after the refused start")?;
+        self.sh30("ip link set eth0 down")?;
+        Ok("eth0 up: port 0 refused with \"run 'ip link set eth0 down' before starting DPDK\"; the device untouched".into())
+    }
+}
+
 /// A GID as sysfs prints it.
 fn parse_gid(s: &str) -> Option<[u8; 16]> {
     let parts: Vec<&str> = s.split(':').collect();

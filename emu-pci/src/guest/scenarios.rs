@@ -754,7 +754,7 @@ pub(super) fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Ve
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 12] = [
+pub const SCENARIOS: [&str; 13] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -767,6 +767,7 @@ pub const SCENARIOS: [&str; 12] = [
     "dpdk-probe",
     "dpdk-rust-1q",
     "dpdk-rust-4q",
+    "dpdk-iface-up",
 ];
 
 impl Tier {
@@ -784,6 +785,7 @@ impl Tier {
             "dpdk-probe" => self.dpdk_probe(),
             "dpdk-rust-1q" => self.dpdk_rust_1q(),
             "dpdk-rust-4q" => self.dpdk_rust_4q(),
+            "dpdk-iface-up" => self.dpdk_iface_up(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }
