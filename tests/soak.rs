@@ -291,9 +291,13 @@ fn soak() {
         }
         if i == warm {
             // The emulator's control thread builds the counters reply in
-            // its malloc arena; once the retired queue reports are at
-            // their cap, one reply takes it to its high-water for good.
-            t.device_counters().unwrap();
+            // its malloc arena; once the retired queue reports are at their
+            // cap, a few replies take it to its high-water for good (the
+            // first ones are mmapped, which raises glibc's mmap threshold,
+            // so the next ones land in the arena).
+            for _ in 0..4 {
+                t.device_counters().unwrap();
+            }
             rss_start = rss_kib(t.pid());
             maps_start = rss_by_mapping(t.pid());
         }
