@@ -570,8 +570,10 @@ fn received_packets_not_polled_at_a_reset_are_counted_as_lost_to_it() {
 
 /// Race 4c: the application reconfigures a stopped port with another queue
 /// count (`rte_eth_dev_configure`, which releases the queues beyond the new
-/// count through our release op and reallocates ethdev's queue arrays) while
-/// the reset's interrupt thread walks the queues to close their gates. The
+/// count through our release op; refused by us while recovering, it then
+/// releases every queue and frees ethdev's queue arrays, and the next one
+/// allocates new arrays) while the reset's interrupt thread walks the queues
+/// to close their gates. The
 /// driver holds the walk halfway (a test hold, with the control lock held, as
 /// the walk holds it): the release must wait for the walk, the configuration
 /// is refused while recovering, and once the device is back the new queue

@@ -448,8 +448,9 @@ pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<()> {
 /// The walk goes over the control state's queue sets, under the control
 /// lock (`ctrl` borrows its guard), never over ethdev's queue arrays: an
 /// application may call `rte_eth_dev_configure` on a stopped port meanwhile,
-/// which releases queues (our release ops, which wait for the lock) and
-/// reallocates those arrays (with no driver lock). A test can hold the walk
+/// which releases queues (our release ops, which wait for the lock), changes
+/// the queue counts and, when the configuration fails, frees those arrays
+/// (with no driver lock). A test can hold the walk
 /// halfway (`hold::point("gate_walk")`) to run that race.
 pub fn close_gates(ctrl: &Ctrl) {
     for (_, q) in ctrl.rx.iter() {
