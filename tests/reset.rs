@@ -582,9 +582,17 @@ fn received_packets_not_polled_at_a_reset_are_counted_as_lost_to_it() {
 fn a_configure_reallocating_the_queues_waits_for_the_reset_closing_the_gates() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let env = EmuEnv::new("reset-configure-race", sink_port(200)).unwrap();
-    let hold = std::env::temp_dir().join(format!("net-mana-hold-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&hold);
-    std::fs::create_dir_all(&hold).unwrap();
+    /// The hold directory, removed however the test ends.
+    struct HoldDir(PathBuf);
+    impl Drop for HoldDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = HoldDir(std::env::temp_dir().join(format!("net-mana-hold-{}", std::process::id())));
+    let hold = &dir.0;
+    let _ = std::fs::remove_dir_all(hold);
+    std::fs::create_dir_all(hold).unwrap();
     let mut t = Testpmd::builder(&env)
         .driver(pmd())
         .args(&["--rxq=2", "--txq=2", "--forward-mode=txonly"])
@@ -666,7 +674,6 @@ fn a_configure_reallocating_the_queues_waits_for_the_reset_closing_the_gates() {
     t.cmd("port stop all").unwrap();
     let after = mbufs_in_use(&mut t);
     let out = t.quit().unwrap();
-    let _ = std::fs::remove_dir_all(&hold);
     assert_eq!(event_sequence(&out, 0), ["RECOVERING", "SUCCESS"], "{out}");
     assert_eq!(after, baseline, "mbufs in use after the reconfiguration");
 }
