@@ -567,3 +567,113 @@ fn received_packets_not_polled_at_a_reset_are_counted_as_lost_to_it() {
         "{log}"
     );
 }
+
+/// Race 4c: the application reconfigures a stopped port with another queue
+/// count (`rte_eth_dev_configure`, which releases the queues beyond the new
+/// count through our release op; refused by us while recovering, it then
+/// releases every queue and frees ethdev's queue arrays, and the next one
+/// allocates new arrays) while the reset's interrupt thread walks the queues
+/// to close their gates. The
+/// driver holds the walk halfway (a test hold, with the control lock held, as
+/// the walk holds it): the release must wait for the walk, the configuration
+/// is refused while recovering, and once the device is back the new queue
+/// count takes and traffic flows with every mbuf accounted for.
+#[test]
+fn a_configure_reallocating_the_queues_waits_for_the_reset_closing_the_gates() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-configure-race", sink_port(200)).unwrap();
+    /// The hold directory, removed however the test ends.
+    struct HoldDir(PathBuf);
+    impl Drop for HoldDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = HoldDir(std::env::temp_dir().join(format!("net-mana-hold-{}", std::process::id())));
+    let hold = &dir.0;
+    let _ = std::fs::remove_dir_all(hold);
+    std::fs::create_dir_all(hold).unwrap();
+    let mut t = Testpmd::builder(&env)
+        .driver(pmd())
+        .args(&["--rxq=2", "--txq=2", "--forward-mode=txonly"])
+        .eal(&["--log-level=pmd.net.mana.*:debug"])
+        .env("NET_MANA_TEST_HOLD_DIR", hold.to_str().unwrap())
+        .timeout(Duration::from_secs(120))
+        .spawn()
+        .expect("testpmd starts");
+    t.cmd("start").unwrap();
+    t.wait_device(Duration::from_secs(10), |c| {
+        c.port(MAC0).is_some_and(|p| p.tx_packets > 1000)
+    })
+    .unwrap();
+    t.cmd("stop").unwrap();
+    // ethdev reconfigures only a stopped port; a reset still walks its
+    // queues (their gates are closed already, and stay so).
+    t.cmd("port stop all").unwrap();
+    let baseline = mbufs_in_use(&mut t);
+    std::fs::write(hold.join("gate_walk.arm"), b"").unwrap();
+    reset(&t);
+    let t0 = Instant::now();
+    while !hold.join("gate_walk.held").exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the reset's gate walk never reached the hold:\n{}",
+            t.output()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let from = t.send("port config all rxq 1").unwrap();
+    t.send("port start all").unwrap();
+    // rte_eth_dev_configure releases rx queue 1 first: it must wait for
+    // the walk, which holds the control lock.
+    std::thread::sleep(Duration::from_millis(500));
+    let during = t.output()[from..].to_string();
+    assert!(
+        !during.contains("rx queue 1 released"),
+        "rx queue 1 was released while the reset walked the queues:\n{during}"
+    );
+    std::fs::write(hold.join("gate_walk.go"), b"").unwrap();
+    t.wait_for_from(from, "Fail to configure port 0", Duration::from_secs(20))
+        .unwrap();
+    wait_for_events(
+        &t,
+        0,
+        "error recovery successful",
+        1,
+        Duration::from_secs(20),
+    );
+    let out = t.output()[from..].to_string();
+    let resumed = out
+        .find("test hold 'gate_walk': released")
+        .unwrap_or_else(|| panic!("no end of the hold:\n{out}"));
+    let released = out
+        .find("rx queue 1 released")
+        .unwrap_or_else(|| panic!("rx queue 1 never released:\n{out}"));
+    assert!(
+        resumed < released,
+        "rx queue 1 released before the walk ended:\n{out}"
+    );
+    // Our configure op refused the port while it recovered; ethdev then
+    // released every queue (its rollback).
+    assert!(
+        out.contains("recovering from a device reset; retry after RTE_ETH_EVENT_RECOVERY_SUCCESS"),
+        "{out}"
+    );
+    // Once recovered, the application's new queue count takes.
+    let o = t.cmd("port start all").unwrap();
+    assert!(!o.contains("Fail"), "{o}");
+    let info = t.cmd("show port info 0").unwrap();
+    assert!(info.contains("Current number of RX queues: 1"), "{info}");
+    t.cmd("start").unwrap();
+    let tx0 = t.device_counters().unwrap().port(MAC0).unwrap().tx_packets;
+    t.wait_device(Duration::from_secs(10), |c| {
+        c.port(MAC0).is_some_and(|p| p.tx_packets > tx0 + 1000)
+    })
+    .unwrap_or_else(|e| panic!("traffic did not resume: {e}\n{}", t.output()));
+    t.cmd("stop").unwrap();
+    t.cmd("port stop all").unwrap();
+    let after = mbufs_in_use(&mut t);
+    let out = t.quit().unwrap();
+    assert_eq!(event_sequence(&out, 0), ["RECOVERING", "SUCCESS"], "{out}");
+    assert_eq!(after, baseline, "mbufs in use after the reconfiguration");
+}

@@ -717,6 +717,19 @@ impl Testpmd {
         self.wait_for_from(0, pat, timeout)
     }
 
+    /// Sends one command without waiting for it to finish (for a command
+    /// that blocks until the test does something else); returns the output
+    /// length before it, for `wait_for_from`.
+    pub fn send(&mut self, c: &str) -> Result<usize, String> {
+        let from = self.out.lock().unwrap().len();
+        let stdin = self.stdin.as_mut().ok_or("stdin closed")?;
+        stdin
+            .write_all(format!("{c}\n\n").as_bytes())
+            .map_err(|e| e.to_string())?;
+        stdin.flush().map_err(|e| e.to_string())?;
+        Ok(from)
+    }
+
     /// Sends one command and returns what it printed.
     ///
     /// With a pipe on stdin, testpmd's command line prints its prompt only

@@ -12,7 +12,7 @@ use crate::dataplane::rxq::{RxConf, RxQueue};
 use crate::dataplane::txq::{TxConf, TxQueue};
 use crate::ffi::consts::*;
 use crate::ffi::{self, compat};
-use ::log::{info, warn};
+use ::log::{debug, info, warn};
 use std::ffi::c_int;
 
 pub const MIN_DESC: u16 = 64;
@@ -197,14 +197,18 @@ pub fn setup_tx(
 pub fn release_rx(p: &Port, qid: u16) {
     let mut ctrl = p.ctrl.lock();
     ctrl.generation += 1;
-    ctrl.rx.release(p.data(), qid);
+    if ctrl.rx.release(p.data(), qid) {
+        debug!("{}: rx queue {qid} released", p.name);
+    }
 }
 
 /// `tx_queue_release` (ethdev calls it on a stopped port).
 pub fn release_tx(p: &Port, qid: u16) {
     let mut ctrl = p.ctrl.lock();
     ctrl.generation += 1;
-    ctrl.tx.release(p.data(), qid);
+    if ctrl.tx.release(p.data(), qid) {
+        debug!("{}: tx queue {qid} released", p.name);
+    }
 }
 
 /// `dev_start`: builds the queues on the device and lets traffic in.

@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod handoff;
+pub mod hold;
 pub mod intr;
 pub mod lifecycle;
 pub mod mp;

@@ -112,9 +112,10 @@ impl<Q: Kind> QueueSet<Q> {
 
     /// Frees the queue at `i`, if any, and clears ethdev's slot. The port
     /// is stopped (ethdev releases queues only then), so its gate is closed.
-    pub fn release(&mut self, d: &ffi::rte_eth_dev_data, i: u16) {
+    /// Returns whether there was a queue.
+    pub fn release(&mut self, d: &ffi::rte_eth_dev_data, i: u16) -> bool {
         let Some(q) = self.slots.get_mut(usize::from(i)).and_then(Option::take) else {
-            return;
+            return false;
         };
         // SAFETY: the queue left the set, so nothing reaches it through the
         // control state; ethdev calls release only on a stopped port, whose
@@ -127,6 +128,7 @@ impl<Q: Kind> QueueSet<Q> {
             }
             Q::free(q);
         }
+        true
     }
 
     /// Frees every queue (port close).
@@ -451,10 +453,19 @@ pub fn attach(p: &Port, ctrl: &mut Ctrl, built: Built) -> Result<()> {
 }
 
 /// Closes every queue's gate, waiting for bursts in flight.
+///
+/// The walk goes over the control state's queue sets, under the control
+/// lock (`ctrl` borrows its guard), never over ethdev's queue arrays: an
+/// application may call `rte_eth_dev_configure` on a stopped port meanwhile,
+/// which releases queues (our release ops, which wait for the lock), changes
+/// the queue counts and, when the configuration fails, frees those arrays
+/// (with no driver lock). A test can hold the walk
+/// halfway (`hold::point("gate_walk")`) to run that race.
 pub fn close_gates(ctrl: &Ctrl) {
     for (_, q) in ctrl.rx.iter() {
         q.gate().close(std::hint::spin_loop);
     }
+    crate::control::hold::point("gate_walk");
     for (_, q) in ctrl.tx.iter() {
         q.gate().close(std::hint::spin_loop);
     }
