@@ -10,7 +10,8 @@
 //! count: reset at random intervals until that much time has passed),
 //! `SOAK_HOTPLUG` (hot remove and add-back cycles, default 2: the first is
 //! a warm-up, the later ones must leave memory flat), `SOAK_SEED`,
-//! `SOAK_WARM` (resets before the memory baseline).
+//! `SOAK_WARM` (resets before the memory baseline), `SOAK_PRELOAD` (a
+//! library to preload beside the emulator, e.g. heaptrack's).
 //! The last line printed is
 //!
 //! `soak: <n> resets, <r> recovered, <d> deviations, <l> mbufs leaked, rss <start> -> <end> KiB, longest recovery <ms> ms`
@@ -241,6 +242,9 @@ fn soak() {
         .args(&["--rxq=2", "--txq=2", "--forward-mode=flowgen"])
         .eal(&["--log-level=pmd.net.mana.*:info"])
         .timeout(Duration::from_secs(7200))
+        // A memory profiler's preload library (e.g. heaptrack's) beside the
+        // emulator's; attaching one to the running process kills it.
+        .preloads(std::env::var_os("SOAK_PRELOAD").map(std::path::PathBuf::from))
         .spawn()
         .expect("testpmd starts");
     cmd(&mut t, "port stop all");

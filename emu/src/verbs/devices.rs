@@ -9,6 +9,7 @@ use crate::ffi::*;
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::{size_of, zeroed};
 use std::ptr::null_mut;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[repr(C)]
@@ -21,6 +22,13 @@ pub struct EmuDevice {
 }
 
 static DEVICES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// `EmuDevice`s allocated and not yet freed, in every emulator.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// How many `ibv_device`s are allocated now: a soak must keep this flat.
+pub fn live_devices() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
 
 /// Device list of a given emulator (the exported function uses the global one).
 pub fn device_list_of(emu: &Emulator) -> Vec<*mut ibv_device> {
@@ -73,6 +81,7 @@ pub fn device_list_of(emu: &Emulator) -> Vec<*mut ibv_device> {
                     generation: gen,
                     guid,
                 });
+                LIVE.fetch_add(1, Ordering::Relaxed);
                 let p = Box::into_raw(b) as usize;
                 cache.push(p);
                 p
