@@ -573,6 +573,7 @@ fn async_fatal_event_and_device_return() {
     // SAFETY: the C ABI exercised as a driver does, with objects from the seam itself.
     unsafe {
         let d = first_device();
+        let old_guid = ibv_get_device_guid(d);
         let ctx = ibv_open_device(d);
         let fl = libc::fcntl((*ctx).async_fd, libc::F_GETFL);
         libc::fcntl((*ctx).async_fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
@@ -623,7 +624,9 @@ fn async_fatal_event_and_device_return() {
             let dev = *l;
             ibv_free_device_list(l);
             if n == 1 {
-                assert_ne!(dev, d, "a fresh ibv_device");
+                // (The old one is freed with its context: compare what
+                // tells generations apart, not addresses.)
+                assert_ne!(ibv_get_device_guid(dev), old_guid, "a fresh ibv_device");
                 let c2 = ibv_open_device(dev);
                 assert!(!c2.is_null());
                 assert!(!ibv_alloc_pd(c2).is_null());
@@ -645,8 +648,11 @@ fn old_devices_are_freed_across_resets() {
     // SAFETY: the C ABI exercised as a driver does, with objects from the seam itself.
     unsafe {
         let emu = global().unwrap();
+        // Devices other tests keep open count too (an open context keeps
+        // its device through a reset): the number after the first reset is
+        // the baseline each later one must leave as it was.
         let mut live = Vec::new();
-        for _ in 0..20 {
+        for _ in 0..21 {
             let d = first_device();
             let ctx = ibv_open_device(d);
             assert!(!ctx.is_null());
@@ -675,7 +681,11 @@ fn old_devices_are_freed_across_resets() {
             }
             live.push(live_devices());
         }
-        // One device listed (the current generation), nothing else kept.
-        assert_eq!(live, vec![1; 20], "ibv_devices alive after each reset");
+        // The current generation replaces the last one, nothing else kept.
+        assert_eq!(
+            live[1..],
+            [live[0]; 20],
+            "ibv_devices alive after each reset"
+        );
     }
 }

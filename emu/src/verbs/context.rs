@@ -61,6 +61,9 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
             Err(e) => return errno_null(e),
         }
     };
+    // SAFETY: `device` is live (from a list the caller holds); the
+    // context's reference, dropped by ibv_close_device.
+    unsafe { super::devices::device_get(device) };
     // SAFETY: verbs_context is plain data; all-zero is its initial state.
     let mut vctx: verbs_context = unsafe { zeroed() };
     vctx.sz = size_of::<verbs_context>();
@@ -117,10 +120,14 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     // SAFETY: a context from ibv_open_device.
     let c = unsafe { ectx(context) };
     c.sh.st.lock().unwrap().close_context(c.handle);
+    let device = c.vctx.context.device;
     let p = c as *const EmuContext as *mut EmuContext;
     // SAFETY: reclaiming the Box leaked in ibv_open_device; the caller must
     // not use the context afterwards.
     drop(unsafe { Box::from_raw(p) });
+    // SAFETY: the reference ibv_open_device took for this context; the
+    // context is gone, so nothing uses the device through it.
+    unsafe { super::devices::device_put(device) };
     0
 }
 
