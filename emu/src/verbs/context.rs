@@ -52,7 +52,8 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     if device.is_null() {
         return errno_null(Errno(libc::EINVAL));
     }
-    // SAFETY: a device from our list (never freed).
+    // SAFETY: a device from a list the caller holds (its reference keeps
+    // the device allocated).
     let d = unsafe { &*(device as *mut EmuDevice) };
     let info = {
         let mut st = d.sh.st.lock().unwrap();

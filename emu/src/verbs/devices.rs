@@ -27,8 +27,8 @@ pub struct EmuDevice {
     refs: AtomicUsize,
 }
 
-/// The present devices of every emulator (leaked `EmuDevice` pointers),
-/// each holding one reference.
+/// The present devices of every emulator (`EmuDevice` pointers from
+/// `Box::into_raw`), each holding one reference.
 static DEVICES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 /// `EmuDevice`s allocated and not yet freed, in every emulator.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -88,7 +88,7 @@ pub fn device_list_of(emu: &Emulator) -> Vec<*mut ibv_device> {
         }
     }
     let mut cache = DEVICES.lock().unwrap();
-    let present: Vec<(usize, u64)> = vis.iter().map(|(ai, gen, ..)| (*ai, *gen)).collect();
+    let listed: Vec<(usize, u64)> = vis.iter().map(|(ai, gen, ..)| (*ai, *gen)).collect();
     let mut out = Vec::new();
     for (ai, gen, name, pci, _) in vis {
         let found = cache.iter().copied().find(|&p| {
@@ -141,7 +141,7 @@ pub fn device_list_of(emu: &Emulator) -> Vec<*mut ibv_device> {
     cache.retain(|&p| {
         // SAFETY: DEVICES holds live EmuDevice pointers (its reference).
         let d = unsafe { &*(p as *const EmuDevice) };
-        let present = !Arc::ptr_eq(&d.sh, &emu.sh) || present.contains(&(d.adapter, d.generation));
+        let present = !Arc::ptr_eq(&d.sh, &emu.sh) || listed.contains(&(d.adapter, d.generation));
         if !present {
             // SAFETY: DEVICES' own reference, dropped with the entry.
             unsafe { device_put(p as *mut ibv_device) };
