@@ -287,7 +287,16 @@ impl Tier {
         send.join()
             .map_err(|_| "sender thread panicked".to_string())?
             .map_err(|e| format!("peer send: {e}"))?;
-        let out = self.sh30("md5sum /tmp/rx; wc -c < /tmp/rx")?;
+        // The peer's send ends when its socket buffer has the data, not when
+        // the guest has it: a guest slowed down by a busy host (TCG) may
+        // still be receiving. Wait for every byte, then sum.
+        let out = self.sh(
+            &format!(
+                "for i in $(seq 1200); do [ $(wc -c < /tmp/rx) -ge {N} ] && break; sleep 0.1; done; \
+                 md5sum /tmp/rx; wc -c < /tmp/rx"
+            ),
+            Duration::from_secs(180),
+        )?;
         if !out.contains(&want) {
             return Err(format!(
                 "peer to guest: guest has {}, want md5 {want}",
