@@ -8,12 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# A run builds about 12 GB (target/: the suite, the matrix, loom) on a
+# A run builds about 7 GB (target/: the suite, the matrix, loom) on a
 # fresh clone; a full disk shows up as a linker's bus error, so say it first.
 free_gb=$(df -P --block-size=1G . | awk 'NR == 2 {print $4}')
 if [ "$free_gb" -lt 15 ]; then
     echo "test.sh: warning: only ${free_gb} GB free on $(df -P . | awk 'NR == 2 {print $6}');" \
-        "a fresh clone's run needs about 12 GB (see the README)" >&2
+        "a fresh clone's run builds about 7 GB in target/" >&2
 fi
 
 cargo fmt --all -- --check
