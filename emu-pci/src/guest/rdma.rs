@@ -44,6 +44,19 @@ impl Tier {
     }
 
     /// Loads `mana_ib` (and the RDMA core) and waits for its IB device.
+    /// The kernel's `mana` bound to the function (a scenario may run
+    /// after one that unloaded it, or alone).
+    fn ensure_mana(&mut self) -> Result<(), String> {
+        if self
+            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
+            .is_err()
+        {
+            self.sh30("insmod /modules/mana.ko")?;
+            self.expect_probed()?;
+        }
+        Ok(())
+    }
+
     fn load_mana_ib(&mut self) -> Result<(), String> {
         self.sh30(
             "for m in ib_core ib_uverbs mana_ib; do \
@@ -95,13 +108,7 @@ impl Tier {
     /// function's doorbell page. `rmmod` takes it all away again; a second
     /// `insmod` brings it back.
     pub fn rdma_probe(&mut self) -> Outcome {
-        if self
-            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
-            .is_err()
-        {
-            self.sh30("insmod /modules/mana.ko")?;
-            self.expect_probed()?;
-        }
+        self.ensure_mana()?;
         let eqs_before = lock(&self.func.dev).eqs.len();
         self.load_mana_ib()?;
         let summary = self.check_rdma_device(eqs_before)?;
@@ -264,13 +271,7 @@ impl Tier {
     /// capabilities; opening the device took one doorbell page from the
     /// function (`GDMA_ALLOCATE_RESOURCE_RANGE`) and closing it gave it back.
     pub fn rdma_devinfo(&mut self) -> Outcome {
-        if self
-            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
-            .is_err()
-        {
-            self.sh30("insmod /modules/mana.ko")?;
-            self.expect_probed()?;
-        }
+        self.ensure_mana()?;
         self.load_mana_ib()?;
         let count = |t: &Tier, name: &str| {
             lock(&t.func.dev)
@@ -352,13 +353,7 @@ impl Tier {
     /// gives the process's bytes. When the process ends, the MR, the PD
     /// and the context's doorbell page are gone.
     pub fn rdma_mr(&mut self) -> Outcome {
-        if self
-            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
-            .is_err()
-        {
-            self.sh30("insmod /modules/mana.ko")?;
-            self.expect_probed()?;
-        }
+        self.ensure_mana()?;
         self.load_mana_ib()?;
         let out = self.sh30(
             "rm -f /tmp/mr-done; /usr/local/bin/mana-verbs-check /tmp/mr-done > /tmp/vc 2>&1 & \
@@ -457,13 +452,7 @@ impl Tier {
     /// and go with testpmd. The ports are not started: the device does not
     /// yet answer the raw-packet QP requests (issue 14's next rung).
     pub fn dpdk_probe(&mut self) -> Outcome {
-        if self
-            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
-            .is_err()
-        {
-            self.sh30("insmod /modules/mana.ko")?;
-            self.expect_probed()?;
-        }
+        self.ensure_mana()?;
         self.load_mana_ib()?;
         self.sh30("ip link set eth0 down")?;
         let pds0 = lock(&self.func.dev)
@@ -567,13 +556,7 @@ impl Tier {
 
     fn dpdk_rust(&mut self, queues: usize) -> Outcome {
         const N: u64 = 200;
-        if self
-            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
-            .is_err()
-        {
-            self.sh30("insmod /modules/mana.ko")?;
-            self.expect_probed()?;
-        }
+        self.ensure_mana()?;
         self.load_mana_ib()?;
         self.sh30("ip link set eth0 down")?;
         self.sh30(&format!(
@@ -734,13 +717,7 @@ impl Tier {
     /// the port does not start, and our PMD's log line says what to do.
     /// Nothing is left on the device.
     pub fn dpdk_iface_up(&mut self) -> Outcome {
-        if self
-            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
-            .is_err()
-        {
-            self.sh30("insmod /modules/mana.ko")?;
-            self.expect_probed()?;
-        }
+        self.ensure_mana()?;
         self.load_mana_ib()?;
         self.sh30("ip link set eth0 up")?;
         let wq_before = lock(&self.func.dev).wq_objs.len();
