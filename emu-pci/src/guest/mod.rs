@@ -3,6 +3,7 @@
 //! serial control channel.
 
 pub mod console;
+pub mod dpdk;
 pub mod initramfs;
 pub mod peer;
 pub mod rdma;

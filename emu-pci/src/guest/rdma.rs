@@ -3,8 +3,7 @@
 //! the guest shows in sysfs against the adapter, MAC, GIDs and EQs the
 //! device holds.
 
-use super::peer;
-use super::scenarios::{ipv4_frame, udp, Outcome, Tier, MAC, PCI};
+use super::scenarios::{Outcome, Tier, MAC, PCI};
 use crate::rdma::{
     fmt_gid, Adapter, CAP_MAX_CQ, CAP_MAX_MR, CAP_MAX_PD, CAP_MAX_QP, CAP_QUEUE_BYTES,
     CAP_RECV_SGE, CAP_SEND_SGE, RDMA_DB_PAGE,
@@ -46,7 +45,7 @@ impl Tier {
     /// Loads `mana_ib` (and the RDMA core) and waits for its IB device.
     /// The kernel's `mana` bound to the function (a scenario may run
     /// after one that unloaded it, or alone).
-    fn ensure_mana(&mut self) -> Result<(), String> {
+    pub(super) fn ensure_mana(&mut self) -> Result<(), String> {
         if self
             .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
             .is_err()
@@ -57,7 +56,7 @@ impl Tier {
         Ok(())
     }
 
-    fn load_mana_ib(&mut self) -> Result<(), String> {
+    pub(super) fn load_mana_ib(&mut self) -> Result<(), String> {
         self.sh30(
             "for m in ib_core ib_uverbs mana_ib; do \
                grep -q \"^$m \" /proc/modules || insmod /modules/$m.ko || exit 1; \
@@ -91,7 +90,7 @@ impl Tier {
         Ok(set)
     }
 
-    fn kernel_log_clean(&mut self, when: &str) -> Result<(), String> {
+    pub(super) fn kernel_log_clean(&mut self, when: &str) -> Result<(), String> {
         let log = self.sh30("dmesg")?;
         for bad in ["timed out", "WARNING", "Call Trace", "Failed"] {
             if let Some(l) = log.lines().find(|l| l.contains(bad)) {
@@ -429,327 +428,6 @@ impl Tier {
         Ok(format!(
             "MR {lkey:#x}: {len} bytes at {addr:#x} on {page_size}-byte pages, {pds} PD, every byte read through it is the process's; all destroyed at exit"
         ))
-    }
-}
-
-/// testpmd in the guest with our PMD, as seed 001 runs it on Azure: the
-/// kernel interface down, `-a <pci>,mac=<mac>`.
-pub(super) fn testpmd_cmd(extra_eal: &str, args: &str) -> String {
-    format!(
-        "/usr/local/bin/dpdk-testpmd --no-huge -m 128 -l 0-1 \
-         -d /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23 \
-         -d {} -a {PCI},mac=00:15:5d:4e:0a:01 {extra_eal} -- {args}",
-        super::vm::GUEST_PMD
-    )
-}
-
-impl Tier {
-    /// Bookworm's dpdk-testpmd (DPDK 22.11) with our PMD in the guest, on
-    /// the real libibverbs/libmana/mana_ib: the PCI function is probed and
-    /// its port has the vPort's MAC and the limits the real stack reports
-    /// (64 queues from the adapter's `max_qp`, 256 descriptors under
-    /// rdma-core 44, 15 segments); the context's doorbell page and PD come
-    /// and go with testpmd. The ports are not started: the device does not
-    /// yet answer the raw-packet QP requests (issue 14's next rung).
-    pub fn dpdk_probe(&mut self) -> Outcome {
-        self.ensure_mana()?;
-        self.load_mana_ib()?;
-        self.sh30("ip link set eth0 down")?;
-        let pds0 = lock(&self.func.dev)
-            .ledger
-            .succeeded
-            .get("GDMA_CREATE_PD")
-            .copied()
-            .unwrap_or(0);
-        let out = self.sh(
-            &format!(
-                "printf 'show port info 0\\nquit\\n' | {} 2>&1",
-                testpmd_cmd("", "-i --disable-device-start --total-num-mbufs=2048")
-            ),
-            Duration::from_secs(120),
-        )?;
-        let want = [
-            "EAL: Probe PCI driver: net_mana (1414:00ba) device: 0000:00:01.0",
-            "MAC address: 00:15:5D:4E:0A:01",
-            "Driver name: net_mana",
-            &format!("Max possible RX queues: {CAP_MAX_QP}"),
-            &format!("Max possible TX queues: {CAP_MAX_QP}"),
-            "Max possible number of RXDs per queue: 256",
-            "Max possible number of TXDs per queue: 256",
-            "Max segment number per packet: 15",
-        ];
-        if let Some(w) = want.iter().find(|w| !out.contains(*w)) {
-            return Err(format!("testpmd output lacks {w:?}:\n{out}"));
-        }
-        let d = lock(&self.func.dev);
-        let pds = d
-            .ledger
-            .succeeded
-            .get("GDMA_CREATE_PD")
-            .copied()
-            .unwrap_or(0)
-            - pds0;
-        if pds == 0 {
-            return Err("testpmd allocated no PD through mana_ib".into());
-        }
-        if !d.rdma.pds.is_empty() || !d.rdma.mrs.is_empty() || !d.rdma.db_pages.is_empty() {
-            return Err(format!(
-                "after testpmd quit the device holds {} PDs, {} MRs, doorbell pages {:?}",
-                d.rdma.pds.len(),
-                d.rdma.mrs.len(),
-                d.rdma.db_pages
-            ));
-        }
-        drop(d);
-        self.device_check("after testpmd")?;
-        self.kernel_log_clean("after testpmd")?;
-        Ok(format!(
-            "testpmd (DPDK 22.11) + our PMD probed 0000:00:01.0 port 1 (00:15:5d:4e:0a:01, 64 queues, 256 descriptors) through libmana/mana_ib; {pds} PD(s) made and destroyed"
-        ))
-    }
-}
-
-impl Tier {
-    /// Sends `cmd` to the testpmd running in the guest (its stdin is the
-    /// FIFO /tmp/tpin) and waits until its output contains `until`. The
-    /// prompt is written at once; testpmd's printf output reaches the file
-    /// (no tty, no stdbuf in the guest) only when it exits.
-    fn testpmd_do(&mut self, cmd: &str, until: &str, timeout: Duration) -> Result<String, String> {
-        let from = self
-            .sh30("wc -c < /tmp/tpout")?
-            .trim()
-            .parse::<usize>()
-            .unwrap_or(0);
-        self.sh30(&format!("echo '{cmd}' > /tmp/tpin"))?;
-        let t0 = Instant::now();
-        loop {
-            // testpmd's prompt ends without a newline; the console needs one.
-            let out = self.sh30(&format!("tail -c +{} /tmp/tpout; echo", from + 1))?;
-            if out.contains(until) {
-                return Ok(out);
-            }
-            if t0.elapsed() > timeout {
-                return Err(format!(
-                    "testpmd `{cmd}`: no {until:?} after {timeout:?}:\n{out}"
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(300));
-        }
-    }
-
-    /// `dpdk-rust-1q`: testpmd with our PMD in the guest, one queue pair,
-    /// `macswap` forwarding, as seed 001 runs it (kernel interface down,
-    /// `-a <pci>,mac=<mac>`); the host peer sends UDP frames to the port
-    /// and receives them back. Every hop counts the same frames and bytes:
-    /// peer TX = device RX = testpmd RX = testpmd TX = device TX = peer RX.
-    /// When testpmd quits, everything it made through mana_ib is gone.
-    pub fn dpdk_rust_1q(&mut self) -> Outcome {
-        self.dpdk_rust(1)
-    }
-
-    /// `dpdk-rust-4q`: the same with 4 queue pairs: `mana_ib`'s RSS QP
-    /// spreads the peer's 61 flows over 4 RQs (at least 2 used, and the
-    /// device's per-RQ counts add up to what testpmd received).
-    pub fn dpdk_rust_4q(&mut self) -> Outcome {
-        self.dpdk_rust(4)
-    }
-
-    fn dpdk_rust(&mut self, queues: usize) -> Outcome {
-        const N: u64 = 200;
-        self.ensure_mana()?;
-        self.load_mana_ib()?;
-        self.sh30("ip link set eth0 down")?;
-        self.sh30(&format!(
-            "rm -f /tmp/tpin /tmp/tpout; mkfifo /tmp/tpin; \
-             {} < /tmp/tpin > /tmp/tpout 2>&1 & sleep 900 > /tmp/tpin & echo $! > /tmp/tpsleep",
-            testpmd_cmd(
-                "",
-                &format!(
-                    "-i --forward-mode=macswap --rxq={queues} --txq={queues} --total-num-mbufs=4096"
-                )
-            )
-        ))?;
-        let t0 = Instant::now();
-        while !self.sh30("cat /tmp/tpout; echo")?.contains("testpmd> ") {
-            if t0.elapsed() > Duration::from_secs(90) {
-                let out = self.sh30("cat /tmp/tpout; echo")?;
-                return Err(format!("testpmd did not come up:\n{out}"));
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
-        self.testpmd_do("start", "testpmd> ", Duration::from_secs(30))?;
-        let peer_mac = self.peer_mac()?;
-        let (p0, d0) = (
-            self.peer.counters().map_err(|e| e.to_string())?,
-            self.port(),
-        );
-        for i in 0..N {
-            let payload = vec![i as u8; 18 + (i as usize % 200)];
-            let f = ipv4_frame(
-                MAC,
-                peer_mac,
-                17,
-                &udp(40000 + i as u16 % 61, 6000, &payload, true),
-            );
-            peer::send_raw(&self.peer.ns, &self.peer.peer_if, f)
-                .map_err(|e| format!("raw send: {e}"))?;
-        }
-        // Every frame back at the peer (or a timeout), then settled.
-        let t0 = Instant::now();
-        loop {
-            let p = self.peer.counters().map_err(|e| e.to_string())?;
-            if p.rx_packets - p0.rx_packets >= N || t0.elapsed() > Duration::from_secs(60) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        std::thread::sleep(Duration::from_millis(500));
-        self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
-        // Per RQ, as the device counted (its live RQs are testpmd's, until it quits).
-        let per_rq: Vec<u64> = {
-            let d = lock(&self.func.dev);
-            let c = d.net.counters();
-            c.queues
-                .iter()
-                .filter(|q| q.live && q.kind == "rq")
-                .map(|q| q.counters.packets)
-                .collect()
-        };
-        self.testpmd_do("quit", "Bye", Duration::from_secs(60))?;
-        let out = self.sh30("cat /tmp/tpout; echo")?;
-        let stats = out
-            .rsplit_once("NIC statistics for port 0")
-            .map(|(_, s)| s.to_string())
-            .ok_or_else(|| format!("no port statistics from testpmd:\n{out}"))?;
-        let (p1, d1) = (
-            self.peer.counters().map_err(|e| e.to_string())?,
-            self.port(),
-        );
-        let stat = |k: &str| -> Result<u64, String> {
-            stats
-                .split_whitespace()
-                .skip_while(|w| *w != k)
-                .nth(1)
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| format!("no {k} in testpmd's stats:\n{stats}"))
-        };
-        let (trx, trxb, ttx, ttxb) = (
-            stat("RX-packets:")?,
-            stat("RX-bytes:")?,
-            stat("TX-packets:")?,
-            stat("TX-bytes:")?,
-        );
-        let (ptx, ptxb, prx, prxb) = (
-            p1.tx_packets - p0.tx_packets,
-            p1.tx_bytes - p0.tx_bytes,
-            p1.rx_packets - p0.rx_packets,
-            p1.rx_bytes - p0.rx_bytes,
-        );
-        let (drx, drxb, dtx, dtxb) = (
-            d1.rx_packets - d0.rx_packets,
-            d1.rx_bytes - d0.rx_bytes,
-            d1.tx_packets - d0.tx_packets,
-            d1.tx_bytes - d0.tx_bytes,
-        );
-        let checks = [
-            ("peer TX = device RX frames", ptx, drx),
-            ("peer TX = device RX bytes", ptxb, drxb),
-            ("device RX = testpmd RX frames", drx, trx),
-            ("device RX = testpmd RX bytes", drxb, trxb),
-            ("testpmd RX = testpmd TX frames", trx, ttx),
-            ("testpmd TX = device TX frames", ttx, dtx),
-            ("testpmd TX = device TX bytes", ttxb, dtxb),
-            ("device TX = peer RX frames", dtx, prx),
-            ("device TX = peer RX bytes", dtxb, prxb),
-        ];
-        let bad: Vec<String> = checks
-            .iter()
-            .filter(|(_, a, b)| a != b)
-            .map(|(n, a, b)| format!("{n}: {a} != {b}"))
-            .collect();
-        if !bad.is_empty() {
-            return Err(format!("counters differ: {}", bad.join("; ")));
-        }
-        if drx < N {
-            return Err(format!("the device received {drx} of the {N} frames sent"));
-        }
-        if per_rq.len() != queues {
-            return Err(format!(
-                "{} RQs on the device, testpmd set up {queues}",
-                per_rq.len()
-            ));
-        }
-        if per_rq.iter().sum::<u64>() != drx {
-            return Err(format!("the RQs counted {per_rq:?}, the port {drx}"));
-        }
-        if queues > 1 && per_rq.iter().filter(|n| **n > 0).count() < 2 {
-            return Err(format!("RSS used one RQ of {queues}: {per_rq:?}"));
-        }
-        // The FIFO's writer, by its pid.
-        self.sh30("kill $(cat /tmp/tpsleep)")?;
-        let d = lock(&self.func.dev);
-        if !d.wq_objs.is_empty()
-            || !d.rdma.pds.is_empty()
-            || !d.rdma.mrs.is_empty()
-            || !d.rdma.db_pages.is_empty()
-        {
-            return Err(format!(
-                "after testpmd quit the device holds {} WQ objects, {} PDs, {} MRs, doorbell pages {:?}",
-                d.wq_objs.len(),
-                d.rdma.pds.len(),
-                d.rdma.mrs.len(),
-                d.rdma.db_pages
-            ));
-        }
-        drop(d);
-        self.device_check("after testpmd")?;
-        Ok(format!(
-            "{drx} frames / {drxb} bytes peer -> device -> testpmd (our PMD, {queues} queue(s), macswap) -> device -> peer, equal at every hop; per RQ {per_rq:?}"
-        ))
-    }
-}
-
-impl Tier {
-    /// `dpdk-iface-up`: seed 001's troubleshooting for real — testpmd
-    /// started with the kernel's interface still up: `mana_ib` refuses the
-    /// raw QP (the vPort is the kernel's, EBUSY) without asking the device,
-    /// the port does not start, and our PMD's log line says what to do.
-    /// Nothing is left on the device.
-    pub fn dpdk_iface_up(&mut self) -> Outcome {
-        self.ensure_mana()?;
-        self.load_mana_ib()?;
-        self.sh30("ip link set eth0 up")?;
-        let wq_before = lock(&self.func.dev).wq_objs.len();
-        let out = self.sh(
-            &format!(
-                "printf 'port start 0\\nquit\\n' | {} 2>&1",
-                testpmd_cmd("", "-i --disable-device-start --total-num-mbufs=2048")
-            ),
-            Duration::from_secs(120),
-        )?;
-        let want = [
-            "tx queue 0: the kernel still uses port 00:15:5d:4e:0a:01 (eth0): run 'ip link set eth0 down' before starting DPDK",
-            "Fail to start port 0",
-        ];
-        if let Some(w) = want.iter().find(|w| !out.contains(*w)) {
-            return Err(format!("testpmd output lacks {w:?}:\n{out}"));
-        }
-        let d = lock(&self.func.dev);
-        if d.vport.user.is_some() || !d.rdma.pds.is_empty() || !d.rdma.db_pages.is_empty() {
-            return Err("testpmd's objects outlived it".into());
-        }
-        if d.wq_objs.len() != wq_before {
-            return Err(format!(
-                "WQ objects {} -> {}: the refused start reached the device",
-                wq_before,
-                d.wq_objs.len()
-            ));
-        }
-        drop(d);
-        self.device_check("after the refused start")?;
-        self.sh30("ip link set eth0 down")?;
-        Ok("eth0 up: port 0 refused with \"run 'ip link set eth0 down' before starting DPDK\"; the device untouched".into())
     }
 }
 

@@ -36,7 +36,7 @@ pub struct Tier {
     pub cpus: u32,
 }
 
-fn fmt_dur(d: Duration) -> String {
+pub(super) fn fmt_dur(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
@@ -763,7 +763,7 @@ pub(super) fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Ve
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 13] = [
+pub const SCENARIOS: [&str; 14] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -777,6 +777,7 @@ pub const SCENARIOS: [&str; 13] = [
     "dpdk-rust-1q",
     "dpdk-rust-4q",
     "dpdk-iface-up",
+    "dpdk-reset",
 ];
 
 impl Tier {
@@ -795,6 +796,7 @@ impl Tier {
             "dpdk-rust-1q" => self.dpdk_rust_1q(),
             "dpdk-rust-4q" => self.dpdk_rust_4q(),
             "dpdk-iface-up" => self.dpdk_iface_up(),
+            "dpdk-reset" => self.dpdk_reset(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }

@@ -1,0 +1,558 @@
+//! The DPDK scenarios: bookworm's testpmd (DPDK 22.11) in the guest on the
+//! real libibverbs/libmana/`mana_ib`, with our PMD or DPDK's C driver,
+//! checked against the host peer's and the device's counters.
+
+use super::peer;
+use super::scenarios::{ipv4_frame, udp, Outcome, Tier, MAC, PCI};
+use crate::rdma::CAP_MAX_QP;
+use crate::vfio::lock;
+use std::time::{Duration, Instant};
+
+/// testpmd in the guest with our PMD, as seed 001 runs it on Azure: the
+/// kernel interface down, `-a <pci>,mac=<mac>`.
+pub(super) fn testpmd_cmd(extra_eal: &str, args: &str) -> String {
+    format!(
+        "/usr/local/bin/dpdk-testpmd --no-huge -m 128 -l 0-1 \
+         -d /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23 \
+         -d {} -a {PCI},mac=00:15:5d:4e:0a:01 {extra_eal} -- {args}",
+        super::vm::GUEST_PMD
+    )
+}
+
+impl Tier {
+    /// Bookworm's dpdk-testpmd (DPDK 22.11) with our PMD in the guest, on
+    /// the real libibverbs/libmana/mana_ib: the PCI function is probed and
+    /// its port has the vPort's MAC and the limits the real stack reports
+    /// (64 queues from the adapter's `max_qp`, 256 descriptors under
+    /// rdma-core 44, 15 segments); the context's doorbell page and PD come
+    /// and go with testpmd. The ports are not started: the device does not
+    /// yet answer the raw-packet QP requests (issue 14's next rung).
+    pub fn dpdk_probe(&mut self) -> Outcome {
+        self.ensure_mana()?;
+        self.load_mana_ib()?;
+        self.sh30("ip link set eth0 down")?;
+        let pds0 = lock(&self.func.dev)
+            .ledger
+            .succeeded
+            .get("GDMA_CREATE_PD")
+            .copied()
+            .unwrap_or(0);
+        let out = self.sh(
+            &format!(
+                "printf 'show port info 0\\nquit\\n' | {} 2>&1",
+                testpmd_cmd("", "-i --disable-device-start --total-num-mbufs=2048")
+            ),
+            Duration::from_secs(120),
+        )?;
+        let want = [
+            "EAL: Probe PCI driver: net_mana (1414:00ba) device: 0000:00:01.0",
+            "MAC address: 00:15:5D:4E:0A:01",
+            "Driver name: net_mana",
+            &format!("Max possible RX queues: {CAP_MAX_QP}"),
+            &format!("Max possible TX queues: {CAP_MAX_QP}"),
+            "Max possible number of RXDs per queue: 256",
+            "Max possible number of TXDs per queue: 256",
+            "Max segment number per packet: 15",
+        ];
+        if let Some(w) = want.iter().find(|w| !out.contains(*w)) {
+            return Err(format!("testpmd output lacks {w:?}:\n{out}"));
+        }
+        let d = lock(&self.func.dev);
+        let pds = d
+            .ledger
+            .succeeded
+            .get("GDMA_CREATE_PD")
+            .copied()
+            .unwrap_or(0)
+            - pds0;
+        if pds == 0 {
+            return Err("testpmd allocated no PD through mana_ib".into());
+        }
+        if !d.rdma.pds.is_empty() || !d.rdma.mrs.is_empty() || !d.rdma.db_pages.is_empty() {
+            return Err(format!(
+                "after testpmd quit the device holds {} PDs, {} MRs, doorbell pages {:?}",
+                d.rdma.pds.len(),
+                d.rdma.mrs.len(),
+                d.rdma.db_pages
+            ));
+        }
+        drop(d);
+        self.device_check("after testpmd")?;
+        self.kernel_log_clean("after testpmd")?;
+        Ok(format!(
+            "testpmd (DPDK 22.11) + our PMD probed 0000:00:01.0 port 1 (00:15:5d:4e:0a:01, 64 queues, 256 descriptors) through libmana/mana_ib; {pds} PD(s) made and destroyed"
+        ))
+    }
+}
+
+/// What the peer and the device counted for one round of frames.
+struct Round {
+    /// Peer TX, device RX, device TX, peer RX: (frames, bytes) each.
+    peer_tx: (u64, u64),
+    dev_rx: (u64, u64),
+    dev_tx: (u64, u64),
+    peer_rx: (u64, u64),
+}
+
+/// One "NIC statistics for port 0" block of testpmd's output:
+/// (RX frames, RX bytes, TX frames, TX bytes).
+fn port_stats(block: &str) -> Result<(u64, u64, u64, u64), String> {
+    let stat = |k: &str| -> Result<u64, String> {
+        block
+            .split_whitespace()
+            .skip_while(|w| *w != k)
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("no {k} in testpmd's stats:\n{block}"))
+    };
+    Ok((
+        stat("RX-packets:")?,
+        stat("RX-bytes:")?,
+        stat("TX-packets:")?,
+        stat("TX-bytes:")?,
+    ))
+}
+
+/// Every hop counted the same frames and bytes: peer TX = device RX =
+/// testpmd RX = testpmd TX = device TX = peer RX.
+fn check_hops(r: &Round, tpmd: (u64, u64, u64, u64)) -> Result<(), String> {
+    let (trx, trxb, ttx, ttxb) = tpmd;
+    let checks = [
+        ("peer TX = device RX frames", r.peer_tx.0, r.dev_rx.0),
+        ("peer TX = device RX bytes", r.peer_tx.1, r.dev_rx.1),
+        ("device RX = testpmd RX frames", r.dev_rx.0, trx),
+        ("device RX = testpmd RX bytes", r.dev_rx.1, trxb),
+        ("testpmd RX = testpmd TX frames", trx, ttx),
+        ("testpmd TX = device TX frames", ttx, r.dev_tx.0),
+        ("testpmd TX = device TX bytes", ttxb, r.dev_tx.1),
+        ("device TX = peer RX frames", r.dev_tx.0, r.peer_rx.0),
+        ("device TX = peer RX bytes", r.dev_tx.1, r.peer_rx.1),
+    ];
+    let bad: Vec<String> = checks
+        .iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(n, a, b)| format!("{n}: {a} != {b}"))
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("counters differ: {}", bad.join("; ")))
+    }
+}
+
+impl Tier {
+    /// Sends `cmd` to the testpmd running in the guest (its stdin is the
+    /// FIFO /tmp/tpin) and waits until its output contains `until`. The
+    /// prompt is written at once; testpmd's printf output reaches the file
+    /// (no tty, no stdbuf in the guest) only when it exits.
+    fn testpmd_do(&mut self, cmd: &str, until: &str, timeout: Duration) -> Result<String, String> {
+        let from = self
+            .sh30("wc -c < /tmp/tpout")?
+            .trim()
+            .parse::<usize>()
+            .unwrap_or(0);
+        self.sh30(&format!("echo '{cmd}' > /tmp/tpin"))?;
+        let t0 = Instant::now();
+        loop {
+            // testpmd's prompt ends without a newline; the console needs one.
+            let out = self.sh30(&format!("tail -c +{} /tmp/tpout; echo", from + 1))?;
+            if out.contains(until) {
+                return Ok(out);
+            }
+            if t0.elapsed() > timeout {
+                return Err(format!(
+                    "testpmd `{cmd}`: no {until:?} after {timeout:?}:\n{out}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// Starts testpmd in the background, as seed 001 runs it (kernel
+    /// interface down, `-a <pci>,mac=<mac>`), `macswap` forwarding over
+    /// `queues` queue pairs, driven through the FIFO /tmp/tpin; returns
+    /// once forwarding has started.
+    fn testpmd_launch(&mut self, queues: usize) -> Result<(), String> {
+        self.ensure_mana()?;
+        self.load_mana_ib()?;
+        self.sh30("ip link set eth0 down")?;
+        self.sh30(&format!(
+            "rm -f /tmp/tpin /tmp/tpout; mkfifo /tmp/tpin; \
+             {} < /tmp/tpin > /tmp/tpout 2>&1 & sleep 900 > /tmp/tpin & echo $! > /tmp/tpsleep",
+            testpmd_cmd(
+                "",
+                &format!(
+                    "-i --forward-mode=macswap --rxq={queues} --txq={queues} --total-num-mbufs=4096"
+                )
+            )
+        ))?;
+        let t0 = Instant::now();
+        while !self.sh30("cat /tmp/tpout; echo")?.contains("testpmd> ") {
+            if t0.elapsed() > Duration::from_secs(90) {
+                let out = self.sh30("cat /tmp/tpout; echo")?;
+                return Err(format!("testpmd did not come up:\n{out}"));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        self.testpmd_do("start", "testpmd> ", Duration::from_secs(30))?;
+        Ok(())
+    }
+
+    /// The peer sends `n` UDP frames (61 flows, 60-260 bytes) to the port
+    /// and waits for them to come back; the peer's and the device's counts
+    /// once they settle. `seed` varies the payloads between rounds.
+    fn peer_round(&mut self, n: u64, seed: u8) -> Result<Round, String> {
+        let peer_mac = self.peer_mac()?;
+        let (p0, d0) = (
+            self.peer.counters().map_err(|e| e.to_string())?,
+            self.port(),
+        );
+        for i in 0..n {
+            let payload = vec![(i as u8).wrapping_add(seed); 18 + (i as usize % 200)];
+            let f = ipv4_frame(
+                MAC,
+                peer_mac,
+                17,
+                &udp(40000 + i as u16 % 61, 6000, &payload, true),
+            );
+            peer::send_raw(&self.peer.ns, &self.peer.peer_if, f)
+                .map_err(|e| format!("raw send: {e}"))?;
+        }
+        // Every frame back at the peer (or a timeout), then settled.
+        let t0 = Instant::now();
+        loop {
+            let p = self.peer.counters().map_err(|e| e.to_string())?;
+            if p.rx_packets - p0.rx_packets >= n || t0.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let (p1, d1) = (
+            self.peer.counters().map_err(|e| e.to_string())?,
+            self.port(),
+        );
+        Ok(Round {
+            peer_tx: (p1.tx_packets - p0.tx_packets, p1.tx_bytes - p0.tx_bytes),
+            dev_rx: (d1.rx_packets - d0.rx_packets, d1.rx_bytes - d0.rx_bytes),
+            dev_tx: (d1.tx_packets - d0.tx_packets, d1.tx_bytes - d0.tx_bytes),
+            peer_rx: (p1.rx_packets - p0.rx_packets, p1.rx_bytes - p0.rx_bytes),
+        })
+    }
+
+    /// The packet counts of the device's live RQs (testpmd's, until it
+    /// quits).
+    fn live_rqs(&self) -> Vec<u64> {
+        let d = lock(&self.func.dev);
+        d.net
+            .counters()
+            .queues
+            .iter()
+            .filter(|q| q.live && q.kind == "rq")
+            .map(|q| q.counters.packets)
+            .collect()
+    }
+
+    /// `quit`; testpmd's whole output (written only at exit).
+    fn testpmd_quit(&mut self) -> Result<String, String> {
+        self.testpmd_do("quit", "Bye", Duration::from_secs(60))?;
+        // The FIFO's writer, by its pid.
+        self.sh30("kill $(cat /tmp/tpsleep)")?;
+        self.sh30("cat /tmp/tpout; echo")
+    }
+
+    /// Nothing testpmd made through mana_ib outlives it on the device.
+    fn testpmd_left_nothing(&self) -> Result<(), String> {
+        let d = lock(&self.func.dev);
+        if !d.wq_objs.is_empty()
+            || !d.rdma.pds.is_empty()
+            || !d.rdma.mrs.is_empty()
+            || !d.rdma.db_pages.is_empty()
+        {
+            return Err(format!(
+                "after testpmd quit the device holds {} WQ objects, {} PDs, {} MRs, doorbell pages {:?}",
+                d.wq_objs.len(),
+                d.rdma.pds.len(),
+                d.rdma.mrs.len(),
+                d.rdma.db_pages
+            ));
+        }
+        drop(d);
+        self.device_check("after testpmd")
+    }
+
+    /// `dpdk-rust-1q`: testpmd with our PMD in the guest, one queue pair,
+    /// `macswap` forwarding; the host peer sends UDP frames to the port
+    /// and receives them back. Every hop counts the same frames and bytes.
+    /// When testpmd quits, everything it made through mana_ib is gone.
+    pub fn dpdk_rust_1q(&mut self) -> Outcome {
+        self.dpdk_rust(1)
+    }
+
+    /// `dpdk-rust-4q`: the same with 4 queue pairs: `mana_ib`'s RSS QP
+    /// spreads the peer's 61 flows over 4 RQs (at least 2 used, and the
+    /// device's per-RQ counts add up to what testpmd received).
+    pub fn dpdk_rust_4q(&mut self) -> Outcome {
+        self.dpdk_rust(4)
+    }
+
+    fn dpdk_rust(&mut self, queues: usize) -> Outcome {
+        const N: u64 = 200;
+        self.testpmd_launch(queues)?;
+        let r = self.peer_round(N, 0)?;
+        self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        let per_rq = self.live_rqs();
+        let out = self.testpmd_quit()?;
+        let stats = out
+            .rsplit_once("NIC statistics for port 0")
+            .map(|(_, s)| s.to_string())
+            .ok_or_else(|| format!("no port statistics from testpmd:\n{out}"))?;
+        check_hops(&r, port_stats(&stats)?)?;
+        let (drx, drxb) = r.dev_rx;
+        if drx < N {
+            return Err(format!("the device received {drx} of the {N} frames sent"));
+        }
+        if per_rq.len() != queues {
+            return Err(format!(
+                "{} RQs on the device, testpmd set up {queues}",
+                per_rq.len()
+            ));
+        }
+        if per_rq.iter().sum::<u64>() != drx {
+            return Err(format!("the RQs counted {per_rq:?}, the port {drx}"));
+        }
+        if queues > 1 && per_rq.iter().filter(|n| **n > 0).count() < 2 {
+            return Err(format!("RSS used one RQ of {queues}: {per_rq:?}"));
+        }
+        self.testpmd_left_nothing()?;
+        Ok(format!(
+            "{drx} frames / {drxb} bytes peer -> device -> testpmd (our PMD, {queues} queue(s), macswap) -> device -> peer, equal at every hop; per RQ {per_rq:?}"
+        ))
+    }
+}
+
+impl Tier {
+    /// `dpdk-iface-up`: seed 001's troubleshooting for real — testpmd
+    /// started with the kernel's interface still up: `mana_ib` refuses the
+    /// raw QP (the vPort is the kernel's, EBUSY) without asking the device,
+    /// the port does not start, and our PMD's log line says what to do.
+    /// Nothing is left on the device.
+    pub fn dpdk_iface_up(&mut self) -> Outcome {
+        self.ensure_mana()?;
+        self.load_mana_ib()?;
+        self.sh30("ip link set eth0 up")?;
+        let wq_before = lock(&self.func.dev).wq_objs.len();
+        let out = self.sh(
+            &format!(
+                "printf 'port start 0\\nquit\\n' | {} 2>&1",
+                testpmd_cmd("", "-i --disable-device-start --total-num-mbufs=2048")
+            ),
+            Duration::from_secs(120),
+        )?;
+        let want = [
+            "tx queue 0: the kernel still uses port 00:15:5d:4e:0a:01 (eth0): run 'ip link set eth0 down' before starting DPDK",
+            "Fail to start port 0",
+        ];
+        if let Some(w) = want.iter().find(|w| !out.contains(*w)) {
+            return Err(format!("testpmd output lacks {w:?}:\n{out}"));
+        }
+        let d = lock(&self.func.dev);
+        if d.vport.user.is_some() || !d.rdma.pds.is_empty() || !d.rdma.db_pages.is_empty() {
+            return Err("testpmd's objects outlived it".into());
+        }
+        if d.wq_objs.len() != wq_before {
+            return Err(format!(
+                "WQ objects {} -> {}: the refused start reached the device",
+                wq_before,
+                d.wq_objs.len()
+            ));
+        }
+        drop(d);
+        self.device_check("after the refused start")?;
+        self.sh30("ip link set eth0 down")?;
+        Ok("eth0 up: port 0 refused with \"run 'ip link set eth0 down' before starting DPDK\"; the device untouched".into())
+    }
+}
+
+/// Every `dump_socket_mem`'s total: (bytes, allocations) in use.
+fn heap_in_use(out: &str) -> Vec<(String, u64)> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("Total   : "))
+        .filter_map(|l| {
+            let bytes = l.split("alloc: ").nth(1)?.split('(').next()?.to_string();
+            let count = l.split("count alloc: ").nth(1)?.split_whitespace().next()?;
+            Some((bytes, count.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The events testpmd printed for port 0, in order, by their short names.
+fn port0_events(out: &str) -> Vec<&'static str> {
+    out.lines()
+        .filter_map(|l| l.trim().strip_prefix("Port 0: "))
+        .filter_map(|e| match e {
+            "error recovering event" => Some("ERR_RECOVERING"),
+            "error recovery successful event" => Some("RECOVERY_SUCCESS"),
+            "error recovery failed event" => Some("RECOVERY_FAILED"),
+            "device removal event" => Some("INTR_RMV"),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Tier {
+    /// `dpdk-reset`: a device reset through the real kernel path while our
+    /// PMD forwards. The 6.12 kernel has no handler for the device's
+    /// service events (`GDMA_EQE_HWC_RESET_REQUEST` came in 6.17), so the
+    /// scenario does what that handler does: the PCI function's `mana`
+    /// driver is unbound (its suspend half: `mana_ib`'s device is
+    /// unregistered, uverbs disassociates testpmd's context and reads it
+    /// `IBV_EVENT_DEVICE_FATAL`, the HWC is torn down through the SMC) and
+    /// bound again (its resume half: HWC, vPort, a new IB device). Our PMD
+    /// must emit ERR_RECOVERING then RECOVERY_SUCCESS, rebuild its queues
+    /// on the new device under the same port id, forward the next round
+    /// with exact counters at every hop, and hold no mbuf once stopped.
+    pub fn dpdk_reset(&mut self) -> Outcome {
+        const N: u64 = 200;
+        const QUEUES: usize = 2;
+        self.testpmd_launch(QUEUES)?;
+        let r1 = self.peer_round(N, 0)?;
+        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("dump_socket_mem", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("clear port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        let (pds0, qps0) = {
+            let d = lock(&self.func.dev);
+            let n = |k: &str| d.ledger.succeeded.get(k).copied().unwrap_or(0);
+            (n("GDMA_CREATE_PD"), n("MANA_CONFIG_VPORT_RX"))
+        };
+
+        // The suspend half: the IB device goes, testpmd's context with it.
+        let t0 = Instant::now();
+        self.sh(
+            &format!("echo {PCI} > /sys/bus/pci/drivers/mana/unbind"),
+            Duration::from_secs(60),
+        )?;
+        let unbind = t0.elapsed();
+        {
+            let d = lock(&self.func.dev);
+            if !d.wq_objs.is_empty() || !d.rdma.db_pages.is_empty() || !d.registered.is_empty() {
+                return Err(format!(
+                    "after the unbind the device still holds {} WQ objects, doorbell pages {:?}, {} registered devices",
+                    d.wq_objs.len(),
+                    d.rdma.db_pages,
+                    d.registered.len()
+                ));
+            }
+        }
+        // The resume half: mana probes again and mana_ib adds a new device.
+        let t1 = Instant::now();
+        self.sh(
+            &format!("echo {PCI} > /sys/bus/pci/drivers/mana/bind"),
+            Duration::from_secs(60),
+        )?;
+        let bind = t1.elapsed();
+        // Recovered, as the device sees it: the PMD's new PD and RSS QP
+        // with all its RQs live.
+        loop {
+            let done = {
+                let d = lock(&self.func.dev);
+                let n = |k: &str| d.ledger.succeeded.get(k).copied().unwrap_or(0);
+                n("GDMA_CREATE_PD") > pds0 && n("MANA_CONFIG_VPORT_RX") > qps0
+            } && self.live_rqs().len() == QUEUES;
+            if done {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(120) {
+                let out = self.testpmd_quit().unwrap_or_default();
+                return Err(format!(
+                    "our PMD did not rebuild its queues within 120 s of the unbind:\n{out}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let recovered = t0.elapsed();
+        let ibdev = self
+            .sh30("ls /sys/bus/pci/devices/0000:00:01.0/*/infiniband/ 2>/dev/null; ls /sys/class/infiniband_verbs | grep uverbs")?
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+
+        let r2 = self.peer_round(N, 100)?;
+        self.testpmd_do("dump_socket_mem", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        let per_rq = self.live_rqs();
+        self.testpmd_do("port stop 0", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("dump_mempool", "testpmd> ", Duration::from_secs(30))?;
+        let out = self.testpmd_quit()?;
+
+        let events = port0_events(&out);
+        if events != ["ERR_RECOVERING", "RECOVERY_SUCCESS"] {
+            return Err(format!(
+                "port 0's events {events:?}, not [ERR_RECOVERING, RECOVERY_SUCCESS]:\n{out}"
+            ));
+        }
+        // Each `show port stats`, not `clear port stats`'s "... cleared".
+        let blocks: Vec<&str> = out
+            .split("NIC statistics for port 0")
+            .skip(1)
+            .filter(|b| !b.trim_start().starts_with("cleared"))
+            .collect();
+        if blocks.len() != 2 {
+            return Err(format!(
+                "{} port statistics from testpmd, not 2:\n{out}",
+                blocks.len()
+            ));
+        }
+        check_hops(&r1, port_stats(blocks[0])?).map_err(|e| format!("before the reset: {e}"))?;
+        check_hops(&r2, port_stats(blocks[1])?).map_err(|e| format!("after the reset: {e}"))?;
+        for (when, r) in [("before", &r1), ("after", &r2)] {
+            if r.dev_rx.0 < N {
+                return Err(format!(
+                    "{when} the reset the device received {} of the {N} frames sent",
+                    r.dev_rx.0
+                ));
+            }
+        }
+        if per_rq.iter().sum::<u64>() != r2.dev_rx.0 {
+            return Err(format!(
+                "the new RQs counted {per_rq:?}, the port {}",
+                r2.dev_rx.0
+            ));
+        }
+        // The same queues on the new device: the same DPDK memory in use.
+        // (On a disassociated context libibverbs fails the destroys with
+        // EIO and libmana then never frees the rings it had us allocate.)
+        let heap = heap_in_use(&out);
+        if heap.len() != 2 || heap[0] != heap[1] {
+            return Err(format!(
+                "DPDK heap before and after the reset (bytes, allocations): {heap:?}"
+            ));
+        }
+        let pools: Vec<_> = mana_emu::harness::parse_mempools(&out)
+            .into_iter()
+            .filter(|p| p.name.starts_with("mb_pool"))
+            .collect();
+        match pools.last() {
+            Some(p) if p.in_use == 0 => {}
+            Some(p) => {
+                return Err(format!(
+                    "{} of {} mbufs in use with the port stopped after the reset",
+                    p.in_use, p.size
+                ))
+            }
+            None => return Err(format!("no mempool in testpmd's dump:\n{out}")),
+        }
+        self.testpmd_left_nothing()?;
+        self.kernel_log_clean("after the reset")?;
+        Ok(format!(
+            "unbind {}, bind {}, our PMD forwarding again {} after the unbind ({ibdev}); events ERR_RECOVERING, RECOVERY_SUCCESS; {} + {} frames equal at every hop ({QUEUES} queues, per RQ after {per_rq:?}); 0 mbufs in use once stopped; heap {heap:?}",
+            super::scenarios::fmt_dur(unbind),
+            super::scenarios::fmt_dur(bind),
+            super::scenarios::fmt_dur(recovered),
+            r1.dev_rx.0,
+            r2.dev_rx.0,
+        ))
+    }
+}
