@@ -110,7 +110,10 @@ pub struct Limits {
     pub max_cq: u32,
     pub max_sge: u32,
     pub max_mr: u32,
-    pub max_mr_size: u64,
+    /// None: U64_MAX, what mana_ib reports whatever the adapter says (a
+    /// TOML integer stops at i64::MAX).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_mr_size: Option<u64>,
     pub max_pd: u32,
     /// Identification the kernel fills in: later kernels (the sources
     /// shared/reference/verbs-emulation.md read) report
@@ -121,6 +124,17 @@ pub struct Limits {
     pub vendor_id: u32,
     pub vendor_part_id: u32,
     pub raw_packet_caps: u32,
+    /// The errno of a raw QP refused because the kernel's netdev holds the
+    /// vPort: EBUSY (16) from later kernels, which pass `mana_cfg_vport`'s
+    /// error on; ENODEV (19) from 6.12's `mana_ib`, which turns any vPort
+    /// configuration failure into it (seen in the guest tier).
+    pub vport_busy_errno: i32,
+}
+
+impl Limits {
+    pub fn max_mr_size(&self) -> u64 {
+        self.max_mr_size.unwrap_or(u64::MAX)
+    }
 }
 
 impl Default for Limits {
@@ -135,11 +149,12 @@ impl Default for Limits {
             max_cq: 64,
             max_sge: 15,
             max_mr: 4096,
-            max_mr_size: u64::from(u32::MAX),
+            max_mr_size: None,
             max_pd: 64,
             vendor_id: 0x1414,
             vendor_part_id: 2,
             raw_packet_caps: 4,
+            vport_busy_errno: libc::EBUSY,
         }
     }
 }
@@ -175,7 +190,8 @@ pub struct PortConfig {
     pub backend: BackendConfig,
     #[serde(default = "default_mtu")]
     pub mtu: u32,
-    /// The kernel netdev of this port is up: RAW QP creation fails EBUSY.
+    /// The kernel netdev of this port is up: RAW QP creation fails
+    /// (`limits.vport_busy_errno`).
     #[serde(default)]
     pub kernel_if_up: bool,
     /// Hold received frames while no RX buffer is posted (instead of

@@ -442,9 +442,10 @@ pub fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
 pub fn fw_version(attr: &ffi::ibv_device_attr_ex) -> String {
     // SAFETY: fw_ver is a NUL-terminated array filled by the device query.
     let fw = unsafe { std::ffi::CStr::from_ptr(attr.orig_attr.fw_ver.as_ptr()) };
-    format!(
-        "{} net_mana-rs {}",
-        fw.to_string_lossy(),
-        env!("CARGO_PKG_VERSION")
-    )
+    let ours = concat!("net_mana-rs ", env!("CARGO_PKG_VERSION"));
+    // mana_ib reports no firmware version (an empty string).
+    match fw.to_string_lossy().trim() {
+        "" => ours.to_string(),
+        fw => format!("{fw} {ours}"),
+    }
 }

@@ -387,6 +387,16 @@ fn heap_in_use(out: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// How `dpdk-reset*` takes the device away and brings it back.
+#[derive(Clone, Copy)]
+enum ResetPath {
+    /// `mana` unbound and bound: the suspend/resume of a service reset.
+    Unbind,
+    /// The PCI function removed and the bus rescanned: an FPGA
+    /// reconfiguration.
+    Rescan,
+}
+
 /// The events testpmd printed for port 0, in order, by their short names.
 fn port0_events(out: &str) -> Vec<&'static str> {
     out.lines()
@@ -414,6 +424,17 @@ impl Tier {
     /// on the new device under the same port id, forward the next round
     /// with exact counters at every hop, and hold no mbuf once stopped.
     pub fn dpdk_reset(&mut self) -> Outcome {
+        self.reset_through(ResetPath::Unbind)
+    }
+
+    /// `dpdk-reset-rescan`: the same through the path of an FPGA
+    /// reconfiguration (later kernels' `FPGA_RECONFIG` handler): the PCI
+    /// function is removed and the bus rescanned.
+    pub fn dpdk_reset_rescan(&mut self) -> Outcome {
+        self.reset_through(ResetPath::Rescan)
+    }
+
+    fn reset_through(&mut self, path: ResetPath) -> Outcome {
         const N: u64 = 200;
         const QUEUES: usize = 2;
         self.testpmd_launch(QUEUES)?;
@@ -430,7 +451,10 @@ impl Tier {
         // The suspend half: the IB device goes, testpmd's context with it.
         let t0 = Instant::now();
         self.sh(
-            &format!("echo {PCI} > /sys/bus/pci/drivers/mana/unbind"),
+            &match path {
+                ResetPath::Unbind => format!("echo {PCI} > /sys/bus/pci/drivers/mana/unbind"),
+                ResetPath::Rescan => format!("echo 1 > /sys/bus/pci/devices/{PCI}/remove"),
+            },
             Duration::from_secs(60),
         )?;
         let unbind = t0.elapsed();
@@ -448,7 +472,11 @@ impl Tier {
         // The resume half: mana probes again and mana_ib adds a new device.
         let t1 = Instant::now();
         self.sh(
-            &format!("echo {PCI} > /sys/bus/pci/drivers/mana/bind"),
+            match path {
+                ResetPath::Unbind => format!("echo {PCI} > /sys/bus/pci/drivers/mana/bind"),
+                ResetPath::Rescan => "echo 1 > /sys/bus/pci/rescan".to_string(),
+            }
+            .as_str(),
             Duration::from_secs(60),
         )?;
         let bind = t1.elapsed();

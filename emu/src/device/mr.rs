@@ -40,7 +40,7 @@ impl State {
         let p = self.pds.get(&pd).ok_or(EINVAL)?;
         let ctx = p.ctx;
         self.ctx_alive(ctx)?;
-        if len == 0 || len as u64 > self.limits.max_mr_size || addr.checked_add(len).is_none() {
+        if len == 0 || len as u64 > self.limits.max_mr_size() || addr.checked_add(len).is_none() {
             return Err(EINVAL);
         }
         if self.mrs.len() >= self.limits.max_mr as usize {

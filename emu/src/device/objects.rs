@@ -8,7 +8,7 @@
 use super::cq::PendingCqe;
 use super::rss::Rss;
 use super::PortCounters;
-use super::{QueueCounters, QueueReport, Res, State, EBUSY, EINVAL};
+use super::{Errno, QueueCounters, QueueReport, Res, State, EBUSY, EINVAL};
 use crate::backend::Backend;
 use crate::config::RdmaCoreLimits;
 use crate::doorbell::PAGE;
@@ -451,7 +451,8 @@ impl State {
             return Err(EINVAL);
         }
         if self.ports[port].kernel_if_up {
-            return Err(EBUSY); // manadv(7): port in use by the kernel
+            // manadv(7): the port is in use by the kernel.
+            return Err(Errno(self.limits.vport_busy_errno));
         }
         self.take_alloc_fail()?;
         let sq = self.handle();
@@ -507,7 +508,7 @@ impl State {
         let wqs = t.wqs.clone();
         let log_size = t.log_size;
         if self.ports[port].kernel_if_up {
-            return Err(EBUSY);
+            return Err(Errno(self.limits.vport_busy_errno));
         }
         self.take_alloc_fail()?;
         for w in &wqs {

@@ -20,6 +20,13 @@ impl State {
             .ok_or(ENOENT)
     }
 
+    /// The MAC of an adapter's first port (mana_ib derives the node GUID
+    /// from it).
+    pub fn adapter_mac(&self, adapter: usize) -> Option<[u8; 6]> {
+        let p = *self.adapters.get(adapter)?.ports.first()?;
+        Some(self.ports[p].mac)
+    }
+
     pub(super) fn port_by_mac(&self, mac: &str) -> Res<usize> {
         let m = parse_mac(mac).map_err(|_| EINVAL)?;
         self.ports.iter().position(|p| p.mac == m).ok_or(ENOENT)

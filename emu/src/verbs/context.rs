@@ -132,13 +132,35 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     0
 }
 
+/// The modified EUI-64 of a MAC, as a number (most significant byte first).
+fn eui64(mac: &[u8; 6]) -> u64 {
+    u64::from_be_bytes([
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ])
+}
+
 fn fill_device_attr(sh: &Shared, adapter: usize, a: &mut ibv_device_attr) {
     let l = &sh.cfg.limits;
-    fill_name(&mut a.fw_ver, "0.1.0-emu");
-    a.node_guid = (0x000d_3aff_fe00_0000u64 | (adapter as u64) << 8).to_be();
-    a.sys_image_guid = a.node_guid;
-    a.max_mr_size = l.max_mr_size;
-    a.page_size_cap = 0x1000 | 0x20_0000;
+    // As mana_ib fills them (read with ibv_devinfo in the guest tier): no
+    // firmware version, no system image GUID, the node GUID is the EUI-64
+    // of the first port's MAC, pages of 4 KiB to 2 MiB.
+    fill_name(&mut a.fw_ver, "");
+    a.node_guid = sh
+        .st
+        .lock()
+        .unwrap()
+        .adapter_mac(adapter)
+        .map_or(0, |m| eui64(&m).to_be());
+    a.sys_image_guid = 0;
+    a.max_mr_size = l.max_mr_size();
+    a.page_size_cap = 0x3f_f000;
     a.vendor_id = l.vendor_id;
     a.vendor_part_id = l.vendor_part_id;
     a.hw_ver = 0;
