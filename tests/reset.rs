@@ -411,7 +411,10 @@ fn a_device_that_never_returns_fails_recovery_within_the_timeout() {
 fn a_hot_remove_during_recovery_ends_in_removal() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let env = EmuEnv::new("reset-remove", pair(600_000)).unwrap();
+    // Gone for longer than the grace a rescan gets (15 s by default).
+    std::env::set_var("NET_MANA_REMOVAL_GRACE_MS", "500");
     let mut t = spawn(&env, &["--forward-mode=txonly"]);
+    std::env::remove_var("NET_MANA_REMOVAL_GRACE_MS");
     t.cmd("start").unwrap();
     t.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
     wait_for_events(&t, 0, "device removal", 1, Duration::from_secs(10));
@@ -433,6 +436,56 @@ fn a_hot_remove_during_recovery_ends_in_removal() {
     assert_eq!(event_sequence(&out, 0), ["RECOVERING", "RMV"], "{out}");
     assert!(
         out.contains("the PCI function was removed; close the port"),
+        "{out}"
+    );
+    assert!(
+        out.contains("net_mana: 7870:00:00.0_port1: PCI function 7870:00:00.0 is gone; waiting 500ms for a rescan to bring it back"),
+        "{out}"
+    );
+}
+
+/// An FPGA reconfiguration (later kernels' `FPGA_RECONFIG` handler)
+/// removes the PCI function and rescans the bus 10 s later; the guest
+/// tier's `dpdk-reset-rescan` does it through the real kernel. Within the
+/// removal grace (15 s by default) the port recovers like from a service
+/// reset: RECOVERING then SUCCESS, no removal, traffic again. (Before the
+/// grace, a vanished function ended the recovery at once.)
+#[test]
+fn a_function_removed_and_rescanned_within_the_grace_recovers() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = EmuEnv::new("reset-rescan", pair(600_000)).unwrap();
+    let mut t = spawn(&env, &["--forward-mode=txonly"]);
+    t.cmd("start").unwrap();
+    t.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
+    wait_for_events(&t, 0, "error recovering", 1, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(1000));
+    t.fault(Fault::HotAdd { pci: PCI.into() }).unwrap();
+    for port in 0..2 {
+        wait_for_events(
+            &t,
+            port,
+            "error recovery successful",
+            1,
+            Duration::from_secs(20),
+        );
+    }
+    let before = t.port_stats(0).unwrap().tx_packets;
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        t.port_stats(0).unwrap().tx_packets > before,
+        "no traffic after the rescan"
+    );
+    t.cmd("stop").unwrap();
+    let out = t.quit().unwrap();
+    for port in 0..2 {
+        assert_eq!(
+            event_sequence(&out, port),
+            ["RECOVERING", "SUCCESS"],
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains("net_mana: 7870:00:00.0_port1: PCI function 7870:00:00.0 is gone; waiting 15s for a rescan to bring it back"),
         "{out}"
     );
 }

@@ -38,6 +38,11 @@ pub const ERR_HANDLE_MODE: ffi::rte_eth_err_handle_mode = ffi::RTE_ETH_ERROR_HAN
 
 /// How long a reset may keep the device away before recovery gives up.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the PCI function may stay away during a recovery before it
+/// counts as hot removed: an FPGA reconfiguration removes it and rescans
+/// the bus 10 s later (Linux's `FPGA_RECONFIG` handler); DPDK's C driver
+/// waits 15 s too. EAL's removal event ends the wait at once.
+const DEFAULT_REMOVAL_GRACE: Duration = Duration::from_secs(15);
 /// How often the recovery thread looks for the device.
 const POLL: Duration = Duration::from_millis(50);
 /// Rebuilds tried per reset before giving up.
@@ -49,22 +54,27 @@ use crate::control::handoff::{Begin, Handoff, Start};
 /// A port's reset state: the hand-off, plus what the recovery watches.
 pub struct Reset {
     handoff: Handoff,
-    /// The PCI function went away (device event, or its sysfs entry).
+    /// EAL reported the PCI function removed.
     removed: AtomicBool,
     timeout: Duration,
+    removal_grace: Duration,
+}
+
+fn env_ms(name: &str, default: Duration) -> Duration {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(default)
 }
 
 impl Reset {
     pub fn new() -> Reset {
-        let timeout = std::env::var("NET_MANA_RESET_TIMEOUT_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_millis)
-            .unwrap_or(DEFAULT_TIMEOUT);
         Reset {
             handoff: Handoff::new(),
             removed: AtomicBool::new(false),
-            timeout,
+            timeout: env_ms("NET_MANA_RESET_TIMEOUT_MS", DEFAULT_TIMEOUT),
+            removal_grace: env_ms("NET_MANA_REMOVAL_GRACE_MS", DEFAULT_REMOVAL_GRACE),
         }
     }
 
@@ -297,18 +307,38 @@ pub fn close_device(port: &Port, dev: Option<Device>) {
 }
 
 /// Polls for the RDMA device of the same PCI function with a port of the
-/// same MAC, and opens it.
+/// same MAC, and opens it. A PCI function that vanished may come back
+/// within the removal grace (a reconfiguration rescans it).
 fn wait_for_device(port: &Port) -> Result<Device, Outcome> {
     let deadline = Instant::now() + port.reset.timeout;
     let pci_dir = sysfs::pci_dir(&port.pci);
+    let mut gone_since: Option<Instant> = None;
     loop {
         if port.reset.handoff.cancelled() {
             return Err(Outcome::Cancelled);
         }
-        if port.reset.removed.load(Ordering::Acquire) || !pci_dir.exists() {
+        if port.reset.removed.load(Ordering::Acquire) {
             return Err(Outcome::Removed);
         }
-        if let Some(dev) = find_device(port) {
+        if !pci_dir.exists() {
+            let since = *gone_since.get_or_insert_with(|| {
+                warn!(
+                    "{}: PCI function {} is gone; waiting {:?} for a rescan to bring it back",
+                    port.name, port.pci, port.reset.removal_grace
+                );
+                Instant::now()
+            });
+            if since.elapsed() >= port.reset.removal_grace {
+                return Err(Outcome::Removed);
+            }
+        } else if let Some(since) = gone_since.take() {
+            info!(
+                "{}: PCI function {} is back after {:?}",
+                port.name,
+                port.pci,
+                since.elapsed()
+            );
+        } else if let Some(dev) = find_device(port) {
             return Ok(dev);
         }
         if Instant::now() > deadline {

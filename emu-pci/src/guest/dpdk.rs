@@ -414,7 +414,7 @@ fn port0_events(out: &str) -> Vec<&'static str> {
 impl Tier {
     /// `dpdk-reset`: a device reset through the real kernel path while our
     /// PMD forwards. The 6.12 kernel has no handler for the device's
-    /// service events (`GDMA_EQE_HWC_RESET_REQUEST` came in 6.17), so the
+    /// service events (later kernels handle `GDMA_EQE_HWC_RESET_REQUEST`), so the
     /// scenario does what that handler does: the PCI function's `mana`
     /// driver is unbound (its suspend half: `mana_ib`'s device is
     /// unregistered, uverbs disassociates testpmd's context and reads it
@@ -448,7 +448,7 @@ impl Tier {
             (n("GDMA_CREATE_PD"), n("MANA_CONFIG_VPORT_RX"))
         };
 
-        // The suspend half: the IB device goes, testpmd's context with it.
+        // Away: the IB device goes, testpmd's context with it.
         let t0 = Instant::now();
         self.sh(
             &match path {
@@ -457,19 +457,19 @@ impl Tier {
             },
             Duration::from_secs(60),
         )?;
-        let unbind = t0.elapsed();
+        let away = t0.elapsed();
         {
             let d = lock(&self.func.dev);
             if !d.wq_objs.is_empty() || !d.rdma.db_pages.is_empty() || !d.registered.is_empty() {
                 return Err(format!(
-                    "after the unbind the device still holds {} WQ objects, doorbell pages {:?}, {} registered devices",
+                    "with the function away the device still holds {} WQ objects, doorbell pages {:?}, {} registered devices",
                     d.wq_objs.len(),
                     d.rdma.db_pages,
                     d.registered.len()
                 ));
             }
         }
-        // The resume half: mana probes again and mana_ib adds a new device.
+        // Back: mana probes again and mana_ib adds a new device.
         let t1 = Instant::now();
         self.sh(
             match path {
@@ -479,7 +479,7 @@ impl Tier {
             .as_str(),
             Duration::from_secs(60),
         )?;
-        let bind = t1.elapsed();
+        let back = t1.elapsed();
         // Recovered, as the device sees it: the PMD's new PD and RSS QP
         // with all its RQs live.
         loop {
@@ -494,14 +494,16 @@ impl Tier {
             if t0.elapsed() > Duration::from_secs(120) {
                 let out = self.testpmd_quit().unwrap_or_default();
                 return Err(format!(
-                    "our PMD did not rebuild its queues within 120 s of the unbind:\n{out}"
+                    "our PMD did not rebuild its queues within 120 s:\n{out}"
                 ));
             }
             std::thread::sleep(Duration::from_millis(200));
         }
         let recovered = t0.elapsed();
         let ibdev = self
-            .sh30("ls /sys/bus/pci/devices/0000:00:01.0/*/infiniband/ 2>/dev/null; ls /sys/class/infiniband_verbs | grep uverbs")?
+            .sh30(&format!(
+                "ls /sys/bus/pci/devices/{PCI}/infiniband; ls /sys/bus/pci/devices/{PCI}/infiniband_verbs"
+            ))?
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ");
@@ -574,13 +576,19 @@ impl Tier {
         }
         self.testpmd_left_nothing()?;
         self.kernel_log_clean("after the reset")?;
+        let (a, b) = match path {
+            ResetPath::Unbind => ("unbind", "bind"),
+            ResetPath::Rescan => ("remove", "rescan"),
+        };
         Ok(format!(
-            "unbind {}, bind {}, our PMD forwarding again {} after the unbind ({ibdev}); events ERR_RECOVERING, RECOVERY_SUCCESS; {} + {} frames equal at every hop ({QUEUES} queues, per RQ after {per_rq:?}); 0 mbufs in use once stopped; heap {heap:?}",
-            super::scenarios::fmt_dur(unbind),
-            super::scenarios::fmt_dur(bind),
+            "{a} {}, {b} {}, our PMD forwarding again {} after the {a} ({ibdev}); events ERR_RECOVERING, RECOVERY_SUCCESS; {} + {} frames equal at every hop ({QUEUES} queues, per RQ after {per_rq:?}); 0 mbufs in use once stopped; DPDK heap {} MB in {} allocations before and after",
+            super::scenarios::fmt_dur(away),
+            super::scenarios::fmt_dur(back),
             super::scenarios::fmt_dur(recovered),
             r1.dev_rx.0,
             r2.dev_rx.0,
+            heap[0].0,
+            heap[0].1,
         ))
     }
 }

@@ -763,7 +763,7 @@ pub(super) fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Ve
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 14] = [
+pub const SCENARIOS: [&str; 15] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -778,6 +778,7 @@ pub const SCENARIOS: [&str; 14] = [
     "dpdk-rust-4q",
     "dpdk-iface-up",
     "dpdk-reset",
+    "dpdk-reset-rescan",
 ];
 
 impl Tier {
@@ -797,6 +798,7 @@ impl Tier {
             "dpdk-rust-4q" => self.dpdk_rust_4q(),
             "dpdk-iface-up" => self.dpdk_iface_up(),
             "dpdk-reset" => self.dpdk_reset(),
+            "dpdk-reset-rescan" => self.dpdk_reset_rescan(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }
