@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 13] = [
+const SCENARIOS: [&str; 15] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -20,6 +20,8 @@ const SCENARIOS: [&str; 13] = [
     "dpdk-probe",
     "dpdk-rust-1q",
     "dpdk-rust-4q",
+    "dpdk-c",
+    "dpdk-c-4q",
     "dpdk-iface-up",
 ];
 
