@@ -824,3 +824,37 @@ impl Tier {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(rx: (u64, u64), tx: (u64, u64)) -> Round {
+        Round {
+            peer_tx: rx,
+            dev_rx: rx,
+            dev_tx: tx,
+            peer_rx: tx,
+        }
+    }
+
+    /// The C driver's lag as dpdk-c first met it: 200 frames forwarded,
+    /// 199 counted sent (the last burst's completion not reaped). Only
+    /// frames testpmd holds in paused SQs may make up the difference.
+    #[test]
+    fn held_frames_balance_the_tx_count_exactly() {
+        let r = round((200, 31900), (200, 31900));
+        let e = check_hops(&r, (200, 31900, 199, 31641)).unwrap_err();
+        assert!(e.contains("testpmd TX = device TX frames: 199 != 200"), "{e}");
+
+        let flush = round((16, 1216), (0, 0));
+        let all = r.plus(&flush);
+        assert_eq!(all.dev_rx, (216, 33116));
+        assert_eq!(all.dev_tx, (200, 31900));
+        check_hops_held(&all, (216, 33116, 200, 31900), (16, 1216)).unwrap();
+        // One held frame too many or too few is a difference.
+        let e = check_hops_held(&all, (216, 33116, 200, 31900), (15, 1140)).unwrap_err();
+        assert!(e.contains("(+ held) frames: 216 != 215"), "{e}");
+        assert!(check_hops_held(&all, (216, 33116, 199, 31824), (16, 1216)).is_err());
+    }
+}
