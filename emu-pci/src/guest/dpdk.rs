@@ -845,7 +845,10 @@ mod tests {
     fn held_frames_balance_the_tx_count_exactly() {
         let r = round((200, 31900), (200, 31900));
         let e = check_hops(&r, (200, 31900, 199, 31641)).unwrap_err();
-        assert!(e.contains("testpmd TX = device TX frames: 199 != 200"), "{e}");
+        assert!(
+            e.contains("testpmd TX = device TX frames: 199 != 200"),
+            "{e}"
+        );
 
         let flush = round((16, 1216), (0, 0));
         let all = r.plus(&flush);
