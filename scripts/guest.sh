@@ -11,7 +11,9 @@
 # Needs root (QEMU runs in the cached chroot, the host peer in a network
 # namespace) and the pieces scripts/guest-setup.sh caches (scripts/setup.sh
 # runs it). MANA_GUEST_BIN names a prebuilt mana-guest (the cargo test uses
-# its own); otherwise it is built here.
+# its own); otherwise it is built here. MANA_GUEST_PMD / MANA_GUEST_C_PMD
+# name the PMDs the dpdk-* scenarios put in the guest (ours, DPDK 22.11's C
+# driver); otherwise they are built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,5 +30,15 @@ fi
 if [ -z "${MANA_GUEST_PMD:-}" ]; then
     cargo build -q --locked --lib
     export MANA_GUEST_PMD=$PWD/target/debug/librte_net_mana.so
+fi
+# DPDK 22.11's own C driver for dpdk-c (bookworm does not ship it): built
+# out of tree from the installed DPDK's source, unless one is named. If it
+# cannot be built, dpdk-c fails saying so.
+if [ -z "${MANA_GUEST_C_PMD:-}" ]; then
+    if so=$(tests/upstream/build-c-driver.sh 2>&1 | tail -1) && [ -f "$so" ]; then
+        export MANA_GUEST_C_PMD=$so
+    else
+        echo "guest.sh: tests/upstream/build-c-driver.sh failed ($so): dpdk-c will fail" >&2
+    fi
 fi
 exec "$bin" "$@"

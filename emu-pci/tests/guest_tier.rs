@@ -5,23 +5,8 @@
 //! Needs root (chroot, network namespaces): skipped otherwise. Needs the
 //! pieces `scripts/guest-setup.sh` caches: fails, saying so, without them.
 
+use mana_pci::guest::scenarios::SCENARIOS;
 use std::process::Command;
-
-const SCENARIOS: [&str; 13] = [
-    "kernel-probe",
-    "kernel-ping",
-    "kernel-tcp",
-    "kernel-rss",
-    "kernel-csum",
-    "kernel-reload",
-    "rdma-probe",
-    "rdma-devinfo",
-    "rdma-mr",
-    "dpdk-probe",
-    "dpdk-rust-1q",
-    "dpdk-rust-4q",
-    "dpdk-iface-up",
-];
 
 #[test]
 fn guest_tier() {

@@ -8,8 +8,9 @@
 use gdma::control::*;
 use gdma::le::{U16, U32, U64};
 use gdma::{
-    CqeInfo, Eqe, EqeType, HwcInitData, HwcRxOob, HwcTxOob, RqDoorbell, Sge, SmcEstablishHwc,
-    SmcHeader, SqDoorbell, WireType, WqType, SMC_MSG_TYPE_DESTROY_HWC, SMC_MSG_TYPE_ESTABLISH_HWC,
+    CqeInfo, CqeType, Eqe, EqeType, HwcInitData, HwcRxOob, HwcTxOob, RqDoorbell, RxCompOob, Sge,
+    SmcEstablishHwc, SmcHeader, SqDoorbell, WireType, WqType, SMC_MSG_TYPE_DESTROY_HWC,
+    SMC_MSG_TYPE_ESTABLISH_HWC,
 };
 use mana_pci::device::{Device, DeviceConfig};
 use mana_pci::gdma::bar0::{DB_BASE, DB_PAGE_SIZE, SMC_OFFSET};
@@ -811,5 +812,176 @@ fn user_memory_region() {
             ("GDMA_DMA_REGION_ADD_PAGES", 1)
         ]
     );
+    assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
+}
+
+/// DPDK 22.11's C driver's order under `mana_ib` (the guest tier's
+/// `dpdk-c`): the raw QPs bind the vPort to a user PD and doorbell page,
+/// create the RQ and turn steering on, and only then register the mempool
+/// (`GDMA_CREATE_MR` at the first RX WQE, before the first RQ doorbell).
+/// The key is usable at once: a frame lands in the MR's memory with an
+/// `RX_OKAY` CQE. Destroying the MR withdraws the key: the next WQE naming
+/// it fails (`bad_lkey`) and nothing is written.
+#[test]
+fn late_mr_on_a_bound_vport() {
+    const EQ_MEM: u64 = 0x2_0000;
+    const RQ_MEM: u64 = 0x2_1000;
+    const CQ_MEM: u64 = 0x2_2000;
+    const BUF: u64 = 0x3_0000;
+    const VA: u64 = 0x7f00_1234_0000;
+    let mut d = Driver::up();
+    let eth = DevId::new(GDMA_DEVICE_MANA, 0);
+    let eth_hdr = |code, req, resp| {
+        let mut h = ReqHdr::new(code, req, resp);
+        h.dev_id = eth;
+        h
+    };
+    let region = |d: &mut Driver, gpa: u64| {
+        let mut dr = CreateDmaRegionReq::new_zeroed();
+        dr.hdr = req_hdr(RequestCode::GDMA_CREATE_DMA_REGION, 72, 40);
+        dr.length = U64::new(4096);
+        dr.page_count = U32::new(1);
+        dr.page_addr_list_len = U32::new(1);
+        let mut m = dr.as_bytes().to_vec();
+        m.extend_from_slice(&gpa.to_le_bytes());
+        let c = CreateDmaRegionResp::decode(&d.request(&mut m)).unwrap();
+        assert_eq!(c.hdr.status.get(), 0);
+        c.dma_region_handle.get()
+    };
+
+    // The Ethernet function registered, with an EQ (the kernel's part).
+    let mut reg = eth_hdr(RequestCode::GDMA_REGISTER_DEVICE, 40, 44);
+    let g = RegisterDeviceResp::decode(&d.request(reg.as_mut_bytes())).unwrap();
+    assert_eq!(g.hdr.status.get(), 0);
+    let mut eq = CreateQueueReq::new_zeroed();
+    eq.hdr = eth_hdr(RequestCode::GDMA_CREATE_QUEUE, 96, 36);
+    eq.queue_type = U32::new(4);
+    eq.pdid = g.pdid;
+    eq.doorbell_id = g.db_id;
+    eq.gdma_region = U64::new(region(&mut d, EQ_MEM));
+    eq.queue_size = U32::new(4096);
+    let e = CreateQueueResp::decode(&d.request(eq.as_mut_bytes())).unwrap();
+    assert_eq!(e.hdr.status.get(), 0);
+
+    // The user context: a doorbell page and a PD; the raw SQ's QP binds
+    // the vPort to them.
+    let mut a = AllocateResourceRangeReq::new_zeroed();
+    a.hdr = req_hdr(RequestCode::GDMA_ALLOCATE_RESOURCE_RANGE, 56, 36);
+    a.resource_type = U32::new(GDMA_RESOURCE_DOORBELL_PAGE);
+    a.num_resources = U32::new(1);
+    a.alignment = U32::new(1);
+    let page = AllocateResourceRangeResp::decode(&d.request(a.as_mut_bytes()))
+        .unwrap()
+        .allocated_resources
+        .get();
+    let mut pd = CreatePdReq::new_zeroed();
+    pd.hdr = req_hdr(RequestCode::GDMA_CREATE_PD, 48, 48);
+    let p = CreatePdResp::decode(&d.request(pd.as_mut_bytes())).unwrap();
+    let mut tx = ConfigVportReq::new_zeroed();
+    tx.hdr = eth_hdr(RequestCode::MANA_CONFIG_VPORT_TX, 56, 36);
+    tx.vport = U64::new(mana_pci::mana::VPORT_HANDLE);
+    tx.pdid = p.pd_id;
+    tx.doorbell_pageid = U32::new(page);
+    assert_eq!(status_of(&d.request(tx.as_mut_bytes())), 0);
+
+    // The RQ, steering on: no MR exists yet.
+    let mut wq = CreateWqobjReq::new_zeroed();
+    wq.hdr = eth_hdr(RequestCode::MANA_CREATE_WQ_OBJ, 88, 48);
+    wq.vport = U64::new(mana_pci::mana::VPORT_HANDLE);
+    wq.wq_type = U32::new(2);
+    wq.wq_gdma_region = U64::new(region(&mut d, RQ_MEM));
+    wq.cq_gdma_region = U64::new(region(&mut d, CQ_MEM));
+    wq.wq_size = U32::new(4096);
+    wq.cq_size = U32::new(4096);
+    wq.cq_parent_qid = e.queue_index;
+    let w = CreateWqobjResp::decode(&d.request(wq.as_mut_bytes())).unwrap();
+    assert_eq!(w.hdr.status.get(), 0);
+    let mut rx = CfgRxSteerReqV2::new_zeroed();
+    rx.hdr = eth_hdr(RequestCode::MANA_CONFIG_VPORT_RX, 120, 32);
+    rx.hdr.req.msg_version = U16::new(GDMA_MESSAGE_V2);
+    rx.vport = U64::new(mana_pci::mana::VPORT_HANDLE);
+    rx.rx_enable = U32::new(1);
+    rx.rss_enable = U32::new(0);
+    rx.update_default_rxobj = 1;
+    rx.default_rxobj = w.wq_obj;
+    rx.indir_tab_offset = U16::new(120);
+    assert_eq!(status_of(&d.request(rx.as_mut_bytes())), 0);
+    assert!(d.dev.rdma.mrs.is_empty());
+
+    // Now the mempool's MR, on the bound PD.
+    let mut mr = CreateMrReq::new_zeroed();
+    mr.hdr = req_hdr(RequestCode::GDMA_CREATE_MR, 88, 48);
+    mr.pd_handle = p.pd_handle;
+    mr.mr_type = U32::new(GDMA_MR_TYPE_GVA);
+    mr.dma_region_handle = U64::new(region(&mut d, BUF));
+    mr.virtual_address = U64::new(VA);
+    mr.access_flags = U32::new(1);
+    let m = CreateMrResp::decode(&d.request(mr.as_mut_bytes())).unwrap();
+    assert_eq!(m.hdr.status.get(), 0);
+    let lkey = m.lkey.get();
+
+    // One RX WQE naming the key, rung on the context's page; a frame.
+    let mut head_bu = 0;
+    let mut post = |d: &mut Driver, va: u64| {
+        let mut ring = vec![0u8; 4096];
+        d.read(RQ_MEM, &mut ring);
+        head_bu += gdma::write_wqe(
+            &mut ring,
+            head_bu,
+            WqType::Rq,
+            &[],
+            &[Sge::new(va, lkey, 2048)],
+            0,
+        )
+        .unwrap();
+        d.write(RQ_MEM, &ring);
+        let db = RqDoorbell::for_head_bu(w.wq_id.get(), head_bu).unwrap();
+        let off = DB_BASE + page as usize * DB_PAGE_SIZE + RqDoorbell::OFFSET;
+        d.dev.bar0_write(off, &db.to_raw().to_le_bytes());
+    };
+    let cqe = |d: &Driver, slot: u64| {
+        let mut b = [0u8; 64];
+        d.read(CQ_MEM + 64 * slot, &mut b);
+        let info = CqeInfo::from_raw(u32::from_le_bytes(b[60..64].try_into().unwrap()));
+        (info, RxCompOob::decode(&b[..60]).unwrap())
+    };
+    let mut frame = vec![0u8; 100];
+    frame[..6].copy_from_slice(&DeviceConfig::default().mac);
+    frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 9]);
+    frame[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    for (i, b) in frame[14..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    post(&mut d, VA + 0x100);
+    d.dev.net.inject_rx(0, frame.clone());
+    d.dev.net_run();
+    let (info, oob) = cqe(&d, 0);
+    assert_eq!(
+        (info.owner_bits(), info.is_sq(), info.wq_num()),
+        (1, false, w.wq_id.get())
+    );
+    assert_eq!(oob.cqe_hdr.cqe_type(), Ok(CqeType::RxOkay));
+    assert_eq!(oob.ppi[0].pkt_len(), 100);
+    let mut got = vec![0u8; 100];
+    d.read(BUF + 0x100, &mut got);
+    assert_eq!(got, frame, "the frame is in the MR's memory");
+
+    // The MR destroyed: its key goes with it.
+    let mut dm = DestroyMrReq::new_zeroed();
+    dm.hdr = req_hdr(RequestCode::GDMA_DESTROY_MR, 48, 32);
+    dm.mr_handle = m.mr_handle;
+    assert_eq!(status_of(&d.request(dm.as_mut_bytes())), 0);
+    d.write(BUF + 0x800, &[0xee; 100]);
+    post(&mut d, VA + 0x800);
+    d.dev.net.inject_rx(0, frame.clone());
+    d.dev.net_run();
+    let (info, oob) = cqe(&d, 1);
+    assert_eq!(info.owner_bits(), 1);
+    assert_eq!(oob.cqe_hdr.cqe_type(), Ok(CqeType::RxTruncated));
+    d.read(BUF + 0x800, &mut got);
+    assert_eq!(got, [0xee; 100], "nothing written through a withdrawn key");
+    let c = d.dev.net.counters();
+    assert_eq!(c.ports[0].counters.rx_packets, 1);
+    assert_eq!(c.ports[0].counters.drops.get("bad_lkey"), Some(&1));
     assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
 }

@@ -3,19 +3,65 @@
 //! checked against the host peer's and the device's counters.
 
 use super::peer;
-use super::scenarios::{ipv4_frame, udp, Outcome, Tier, MAC, PCI};
+use super::scenarios::{ipv4_frame, udp, Outcome, Tier, MAC, MAC_STR, PCI};
 use crate::rdma::CAP_MAX_QP;
 use crate::vfio::lock;
+use mana_emu::device::{Fault, QueueCounters, Trigger};
 use std::time::{Duration, Instant};
 
-/// testpmd in the guest with our PMD, as seed 001 runs it on Azure: the
+/// The PMD testpmd loads in the guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pmd {
+    /// Ours (`librte_net_mana.so`, `MANA_GUEST_PMD`).
+    Rust,
+    /// DPDK 22.11's own `drivers/net/mana` (`MANA_GUEST_C_PMD`), with the
+    /// queue-state shim preloaded: 22.11.11's driver never sets its queues'
+    /// states, and testpmd 22.11 never polls a queue whose state reads
+    /// "stopped" (tests/upstream/queue-state-shim.c).
+    C,
+}
+
+impl Pmd {
+    fn plugin(self) -> &'static str {
+        match self {
+            Pmd::Rust => super::vm::GUEST_PMD,
+            Pmd::C => super::vm::GUEST_C_PMD,
+        }
+    }
+
+    /// What precedes the testpmd command line.
+    fn env(self) -> String {
+        match self {
+            Pmd::Rust => String::new(),
+            Pmd::C => format!("LD_PRELOAD={} ", super::vm::GUEST_QSTATE_SHIM),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Pmd::Rust => "our PMD",
+            Pmd::C => "DPDK 22.11's C net/mana",
+        }
+    }
+
+    /// The C driver counts a packet sent when it reaps the packet's
+    /// completion, at the start of a later `tx_burst` (tx.c): each queue's
+    /// last burst stays uncounted until the queue forwards again. Ours
+    /// counts what the device took.
+    fn counts_tx_on_completion(self) -> bool {
+        self == Pmd::C
+    }
+}
+
+/// testpmd in the guest with `pmd`, as seed 001 runs it on Azure: the
 /// kernel interface down, `-a <pci>,mac=<mac>`.
-pub(super) fn testpmd_cmd(extra_eal: &str, args: &str) -> String {
+pub(super) fn testpmd_cmd(pmd: Pmd, extra_eal: &str, args: &str) -> String {
     format!(
-        "/usr/local/bin/dpdk-testpmd --no-huge -m 128 -l 0-1 \
+        "{}/usr/local/bin/dpdk-testpmd --no-huge -m 128 -l 0-1 \
          -d /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23 \
          -d {} -a {PCI},mac=00:15:5d:4e:0a:01 {extra_eal} -- {args}",
-        super::vm::GUEST_PMD
+        pmd.env(),
+        pmd.plugin()
     )
 }
 
@@ -40,7 +86,11 @@ impl Tier {
         let out = self.sh(
             &format!(
                 "printf 'show port info 0\\nquit\\n' | {} 2>&1",
-                testpmd_cmd("", "-i --disable-device-start --total-num-mbufs=2048")
+                testpmd_cmd(
+                    Pmd::Rust,
+                    "",
+                    "-i --disable-device-start --total-num-mbufs=2048"
+                )
             ),
             Duration::from_secs(120),
         )?;
@@ -86,12 +136,26 @@ impl Tier {
 }
 
 /// What the peer and the device counted for one round of frames.
+#[derive(Clone)]
 struct Round {
     /// Peer TX, device RX, device TX, peer RX: (frames, bytes) each.
     peer_tx: (u64, u64),
     dev_rx: (u64, u64),
     dev_tx: (u64, u64),
     peer_rx: (u64, u64),
+}
+
+impl Round {
+    /// Both rounds' counts.
+    fn plus(&self, o: &Round) -> Round {
+        let add = |a: (u64, u64), b: (u64, u64)| (a.0 + b.0, a.1 + b.1);
+        Round {
+            peer_tx: add(self.peer_tx, o.peer_tx),
+            dev_rx: add(self.dev_rx, o.dev_rx),
+            dev_tx: add(self.dev_tx, o.dev_tx),
+            peer_rx: add(self.peer_rx, o.peer_rx),
+        }
+    }
 }
 
 /// One "NIC statistics for port 0" block of testpmd's output:
@@ -116,13 +180,25 @@ fn port_stats(block: &str) -> Result<(u64, u64, u64, u64), String> {
 /// Every hop counted the same frames and bytes: peer TX = device RX =
 /// testpmd RX = testpmd TX = device TX = peer RX.
 fn check_hops(r: &Round, tpmd: (u64, u64, u64, u64)) -> Result<(), String> {
+    check_hops_held(r, tpmd, (0, 0))
+}
+
+/// [`check_hops`] when testpmd forwarded `held` (frames, bytes) into SQs
+/// the device does not send from (see `Tier::reap_tx_completions`):
+/// testpmd RX = testpmd TX + held.
+fn check_hops_held(r: &Round, tpmd: (u64, u64, u64, u64), held: (u64, u64)) -> Result<(), String> {
     let (trx, trxb, ttx, ttxb) = tpmd;
     let checks = [
         ("peer TX = device RX frames", r.peer_tx.0, r.dev_rx.0),
         ("peer TX = device RX bytes", r.peer_tx.1, r.dev_rx.1),
         ("device RX = testpmd RX frames", r.dev_rx.0, trx),
         ("device RX = testpmd RX bytes", r.dev_rx.1, trxb),
-        ("testpmd RX = testpmd TX frames", trx, ttx),
+        ("testpmd RX = testpmd TX (+ held) frames", trx, ttx + held.0),
+        (
+            "testpmd RX = testpmd TX (+ held) bytes",
+            trxb,
+            ttxb + held.1,
+        ),
         ("testpmd TX = device TX frames", ttx, r.dev_tx.0),
         ("testpmd TX = device TX bytes", ttxb, r.dev_tx.1),
         ("device TX = peer RX frames", r.dev_tx.0, r.peer_rx.0),
@@ -173,13 +249,29 @@ impl Tier {
     /// `queues` queue pairs, driven through the FIFO /tmp/tpin; returns
     /// once forwarding has started.
     fn testpmd_launch(&mut self, queues: usize) -> Result<(), String> {
+        self.testpmd_launch_with(Pmd::Rust, queues)
+    }
+
+    /// [`Tier::testpmd_launch`] with `pmd`; fails saying how to get it if
+    /// it is not in the guest.
+    fn testpmd_launch_with(&mut self, pmd: Pmd, queues: usize) -> Result<(), String> {
+        if self.sh30(&format!("test -e {}", pmd.plugin())).is_err() {
+            return Err(format!(
+                "{} is not in the guest ({}): scripts/guest.sh builds it (tests/upstream/build-c-driver.sh for the C driver) and names it in MANA_GUEST_PMD / MANA_GUEST_C_PMD",
+                pmd.name(),
+                pmd.plugin()
+            ));
+        }
         self.ensure_mana()?;
         self.load_mana_ib()?;
         self.sh30("ip link set eth0 down")?;
+        // A scenario that failed while quiescing may have left TX paused.
+        self.pause_tx(false)?;
         self.sh30(&format!(
             "rm -f /tmp/tpin /tmp/tpout; mkfifo /tmp/tpin; \
              {} < /tmp/tpin > /tmp/tpout 2>&1 & sleep 900 > /tmp/tpin & echo $! > /tmp/tpsleep",
             testpmd_cmd(
+                pmd,
                 "",
                 &format!(
                     "-i --forward-mode=macswap --rxq={queues} --txq={queues} --total-num-mbufs=4096"
@@ -297,18 +389,60 @@ impl Tier {
     }
 
     fn dpdk_rust(&mut self, queues: usize) -> Outcome {
+        self.dpdk_forward(Pmd::Rust, queues)
+    }
+
+    /// `dpdk-c`: the procedure of `dpdk-rust-1q` with DPDK 22.11's own C
+    /// driver in the guest (bookworm's packages do not ship it;
+    /// tests/upstream/build-c-driver.sh builds it and scripts/guest.sh
+    /// names it in `MANA_GUEST_C_PMD`). Its TX count is compared at a
+    /// quiescent point (`reap_tx_completions`).
+    pub fn dpdk_c(&mut self) -> Outcome {
+        self.dpdk_forward(Pmd::C, 1)
+    }
+
+    /// `dpdk-c-4q`: the C driver with 4 queue pairs (its RSS QP).
+    pub fn dpdk_c_4q(&mut self) -> Outcome {
+        self.dpdk_forward(Pmd::C, 4)
+    }
+
+    fn dpdk_forward(&mut self, pmd: Pmd, queues: usize) -> Outcome {
         const N: u64 = 200;
-        self.testpmd_launch(queues)?;
+        self.testpmd_launch_with(pmd, queues)?;
         let r = self.peer_round(N, 0)?;
+        let (held, flush) = if pmd.counts_tx_on_completion() {
+            let flush = self.reap_tx_completions()?;
+            ((flush.dev_rx.0, flush.dev_rx.1), Some(flush))
+        } else {
+            ((0, 0), None)
+        };
         self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
         self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
         let per_rq = self.live_rqs();
         let out = self.testpmd_quit()?;
+        // testpmd's SQs, and the frames held in them, are gone.
+        self.pause_tx(false)?;
         let stats = out
             .rsplit_once("NIC statistics for port 0")
             .map(|(_, s)| s.to_string())
             .ok_or_else(|| format!("no port statistics from testpmd:\n{out}"))?;
-        check_hops(&r, port_stats(&stats)?)?;
+        let total = match &flush {
+            Some(f) => r.plus(f),
+            None => r.clone(),
+        };
+        check_hops_held(&total, port_stats(&stats)?, held).map_err(|e| {
+            let tail: Vec<&str> = out.lines().rev().take(30).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            format!("{e}\ntestpmd's output ends:\n{}", tail.join("\n"))
+        })?;
+        if let Some(f) = &flush {
+            if f.dev_tx != (0, 0) || f.peer_rx != (0, 0) {
+                return Err(format!(
+                    "TX paused, yet the device sent {:?} and the peer got {:?} (frames, bytes)",
+                    f.dev_tx, f.peer_rx
+                ));
+            }
+        }
         let (drx, drxb) = r.dev_rx;
         if drx < N {
             return Err(format!("the device received {drx} of the {N} frames sent"));
@@ -319,16 +453,118 @@ impl Tier {
                 per_rq.len()
             ));
         }
-        if per_rq.iter().sum::<u64>() != drx {
-            return Err(format!("the RQs counted {per_rq:?}, the port {drx}"));
+        if per_rq.iter().sum::<u64>() != total.dev_rx.0 {
+            return Err(format!(
+                "the RQs counted {per_rq:?}, the port {}",
+                total.dev_rx.0
+            ));
         }
         if queues > 1 && per_rq.iter().filter(|n| **n > 0).count() < 2 {
             return Err(format!("RSS used one RQ of {queues}: {per_rq:?}"));
         }
         self.testpmd_left_nothing()?;
+        let reaped = if held.0 > 0 {
+            format!(
+                " (then TX paused: {} frames more reaped the last completions, held in the SQs)",
+                held.0
+            )
+        } else {
+            String::new()
+        };
         Ok(format!(
-            "{drx} frames / {drxb} bytes peer -> device -> testpmd (our PMD, {queues} queue(s), macswap) -> device -> peer, equal at every hop; per RQ {per_rq:?}"
+            "{drx} frames / {drxb} bytes peer -> device -> testpmd ({}, {queues} queue(s), macswap) -> device -> peer, equal at every hop{reaped}; per RQ {per_rq:?}",
+            pmd.name()
         ))
+    }
+
+    /// Stops (XOFF) or resumes the device's sending on the vPort.
+    fn pause_tx(&mut self, pause: bool) -> Result<(), String> {
+        let mac = MAC_STR.to_string();
+        let f = if pause {
+            Fault::TxPause { mac }
+        } else {
+            Fault::TxResume { mac }
+        };
+        lock(&self.func.dev)
+            .net
+            .schedule(f, Trigger::Now)
+            .map_err(|e| format!("TX pause {pause}: errno {}", e.0))
+    }
+
+    /// The live queues of `kind` ("sq", "rq"): id and counters.
+    fn live_queues(&self, kind: &str) -> Vec<(u32, QueueCounters)> {
+        let c = lock(&self.func.dev).net.counters();
+        c.queues
+            .iter()
+            .filter(|q| q.live && q.kind == kind)
+            .map(|q| (q.id, q.counters.clone()))
+            .collect()
+    }
+
+    /// For a PMD that counts TX at completion (the C driver): a quiescent
+    /// point at which its TX count is exact. The device stops sending
+    /// (XOFF), the peer sends frames to every RQ, and the `tx_burst` that
+    /// forwards them reaps every completion the device posted before; the
+    /// frames stay in the paused SQs, sent and counted by no one (testpmd
+    /// RX = testpmd TX + these). Returns what the peer and the device
+    /// counted for them.
+    fn reap_tx_completions(&mut self) -> Result<Round, String> {
+        // 16 flows: every RQ of 4 gets some (checked below).
+        const F: u16 = 16;
+        let peer_mac = self.peer_mac()?;
+        let sq0 = self.live_queues("sq");
+        let rq0 = self.live_queues("rq");
+        let (p0, d0) = (
+            self.peer.counters().map_err(|e| e.to_string())?,
+            self.port(),
+        );
+        self.pause_tx(true)?;
+        for i in 0..F {
+            let f = ipv4_frame(MAC, peer_mac, 17, &udp(50000 + i, 6000, &[0xf0; 32], true));
+            peer::send_raw(&self.peer.ns, &self.peer.peer_if, f)
+                .map_err(|e| format!("raw send: {e}"))?;
+        }
+        // Each SQ rung again: its queue forwarded its share, reaping first.
+        let t0 = Instant::now();
+        loop {
+            let quiet: Vec<u32> = self
+                .live_queues("sq")
+                .iter()
+                .filter(|(id, c)| {
+                    sq0.iter()
+                        .find(|(i, _)| i == id)
+                        .is_none_or(|(_, c0)| c.doorbells == c0.doorbells)
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            if quiet.is_empty() {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                let got: Vec<u64> = self
+                    .live_queues("rq")
+                    .iter()
+                    .map(|(id, c)| {
+                        let before = rq0.iter().find(|(i, _)| i == id);
+                        c.packets - before.map_or(0, |(_, c0)| c0.packets)
+                    })
+                    .collect();
+                return Err(format!(
+                    "TX paused, {F} frames more sent (per RQ {got:?}): SQs {quiet:?} not rung again in 30 s"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let (p1, d1) = (
+            self.peer.counters().map_err(|e| e.to_string())?,
+            self.port(),
+        );
+        Ok(Round {
+            peer_tx: (p1.tx_packets - p0.tx_packets, p1.tx_bytes - p0.tx_bytes),
+            dev_rx: (d1.rx_packets - d0.rx_packets, d1.rx_bytes - d0.rx_bytes),
+            dev_tx: (d1.tx_packets - d0.tx_packets, d1.tx_bytes - d0.tx_bytes),
+            peer_rx: (p1.rx_packets - p0.rx_packets, p1.rx_bytes - p0.rx_bytes),
+        })
     }
 }
 
@@ -346,7 +582,11 @@ impl Tier {
         let out = self.sh(
             &format!(
                 "printf 'port start 0\\nquit\\n' | {} 2>&1",
-                testpmd_cmd("", "-i --disable-device-start --total-num-mbufs=2048")
+                testpmd_cmd(
+                    Pmd::Rust,
+                    "",
+                    "-i --disable-device-start --total-num-mbufs=2048"
+                )
             ),
             Duration::from_secs(120),
         )?;
@@ -590,5 +830,42 @@ impl Tier {
             heap[0].0,
             heap[0].1,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(rx: (u64, u64), tx: (u64, u64)) -> Round {
+        Round {
+            peer_tx: rx,
+            dev_rx: rx,
+            dev_tx: tx,
+            peer_rx: tx,
+        }
+    }
+
+    /// The C driver's lag as dpdk-c first met it: 200 frames forwarded,
+    /// 199 counted sent (the last burst's completion not reaped). Only
+    /// frames testpmd holds in paused SQs may make up the difference.
+    #[test]
+    fn held_frames_balance_the_tx_count_exactly() {
+        let r = round((200, 31900), (200, 31900));
+        let e = check_hops(&r, (200, 31900, 199, 31641)).unwrap_err();
+        assert!(
+            e.contains("testpmd TX = device TX frames: 199 != 200"),
+            "{e}"
+        );
+
+        let flush = round((16, 1216), (0, 0));
+        let all = r.plus(&flush);
+        assert_eq!(all.dev_rx, (216, 33116));
+        assert_eq!(all.dev_tx, (200, 31900));
+        check_hops_held(&all, (216, 33116, 200, 31900), (16, 1216)).unwrap();
+        // One held frame too many or too few is a difference.
+        let e = check_hops_held(&all, (216, 33116, 200, 31900), (15, 1140)).unwrap_err();
+        assert!(e.contains("(+ held) frames: 216 != 215"), "{e}");
+        assert!(check_hops_held(&all, (216, 33116, 199, 31824), (16, 1216)).is_err());
     }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// The MAC the tier configures (a Hyper-V OUI, as Azure VMs have).
 pub const MAC: [u8; 6] = [0x00, 0x15, 0x5d, 0x4e, 0x0a, 0x01];
-const MAC_STR: &str = "00:15:5d:4e:0a:01";
+pub(super) const MAC_STR: &str = "00:15:5d:4e:0a:01";
 pub(super) const PCI: &str = "0000:00:01.0";
 
 pub type Outcome = Result<String, String>;
@@ -763,7 +763,7 @@ pub(super) fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Ve
 }
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 15] = [
+pub const SCENARIOS: [&str; 17] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -776,6 +776,8 @@ pub const SCENARIOS: [&str; 15] = [
     "dpdk-probe",
     "dpdk-rust-1q",
     "dpdk-rust-4q",
+    "dpdk-c",
+    "dpdk-c-4q",
     "dpdk-iface-up",
     "dpdk-reset",
     "dpdk-reset-rescan",
@@ -796,6 +798,8 @@ impl Tier {
             "dpdk-probe" => self.dpdk_probe(),
             "dpdk-rust-1q" => self.dpdk_rust_1q(),
             "dpdk-rust-4q" => self.dpdk_rust_4q(),
+            "dpdk-c" => self.dpdk_c(),
+            "dpdk-c-4q" => self.dpdk_c_4q(),
             "dpdk-iface-up" => self.dpdk_iface_up(),
             "dpdk-reset" => self.dpdk_reset(),
             "dpdk-reset-rescan" => self.dpdk_reset_rescan(),

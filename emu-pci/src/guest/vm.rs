@@ -34,10 +34,20 @@ pub struct Pieces {
     /// Our PMD (`librte_net_mana.so`), put in the guest at [`GUEST_PMD`]
     /// when `MANA_GUEST_PMD` names it (scripts/guest.sh builds it).
     pub pmd: Option<PathBuf>,
+    /// DPDK 22.11's own C driver (`librte_net_mana_upstream.so`, built by
+    /// tests/upstream/build-c-driver.sh) and the testpmd queue-state shim
+    /// beside it, put in the guest at [`GUEST_C_PMD`] and
+    /// [`GUEST_QSTATE_SHIM`] when `MANA_GUEST_C_PMD` names the driver.
+    pub c_pmd: Option<(PathBuf, PathBuf)>,
 }
 
 /// Where the guest finds our PMD.
 pub const GUEST_PMD: &str = "/usr/lib/net-mana/librte_net_mana.so";
+/// Where the guest finds DPDK 22.11's C driver.
+pub const GUEST_C_PMD: &str = "/usr/lib/net-mana/librte_net_mana_upstream.so";
+/// Where the guest finds the testpmd queue-state shim the 22.11 C driver
+/// needs (tests/upstream/queue-state-shim.c says why).
+pub const GUEST_QSTATE_SHIM: &str = "/usr/lib/net-mana/libtestpmd_qstate_shim.so";
 
 impl Pieces {
     pub fn find() -> io::Result<Pieces> {
@@ -84,6 +94,23 @@ impl Pieces {
                 format!("MANA_GUEST_PMD names {}, which does not exist", p.display()),
             ));
         }
+        let c_pmd = match std::env::var_os("MANA_GUEST_C_PMD").map(PathBuf::from) {
+            None => None,
+            Some(p) => {
+                let shim = p.with_file_name("libtestpmd_qstate_shim.so");
+                if let Some(f) = [&p, &shim].into_iter().find(|f| !f.exists()) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!(
+                            "MANA_GUEST_C_PMD names {}, but {} does not exist: run tests/upstream/build-c-driver.sh",
+                            p.display(),
+                            f.display()
+                        ),
+                    ));
+                }
+                Some((p, shim))
+            }
+        };
         Ok(Pieces {
             chroot,
             kernel,
@@ -91,6 +118,7 @@ impl Pieces {
             modules,
             rootfs,
             pmd,
+            c_pmd,
         })
     }
 
@@ -110,6 +138,10 @@ impl Pieces {
         i.file("modules/order", 0o644, order.as_bytes());
         if let Some(p) = &self.pmd {
             i.file(GUEST_PMD, 0o755, &fs::read(p)?);
+        }
+        if let Some((pmd, shim)) = &self.c_pmd {
+            i.file(GUEST_C_PMD, 0o755, &fs::read(pmd)?);
+            i.file(GUEST_QSTATE_SHIM, 0o755, &fs::read(shim)?);
         }
         Ok(i.finish())
     }
