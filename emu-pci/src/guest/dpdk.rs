@@ -71,8 +71,8 @@ impl Tier {
     /// its port has the vPort's MAC and the limits the real stack reports
     /// (64 queues from the adapter's `max_qp`, 256 descriptors under
     /// rdma-core 44, 15 segments); the context's doorbell page and PD come
-    /// and go with testpmd. The ports are not started: the device does not
-    /// yet answer the raw-packet QP requests (issue 14's next rung).
+    /// and go with testpmd. The ports are not started (`dpdk-rust-*` and
+    /// `dpdk-c*` start them).
     pub fn dpdk_probe(&mut self) -> Outcome {
         self.ensure_mana()?;
         self.load_mana_ib()?;
