@@ -208,7 +208,19 @@ impl Device {
 
     fn query_dev_config(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
         let r = QueryDevCfgReq::decode(msg).map_err(invalid)?;
-        self.registration(hdr)?;
+        // A query, not a use of the function: later kernels (7.x,
+        // `mana_gd_query_max_resources`) ask it right after LIST_DEVICES,
+        // before REGISTER_DEVICE, to size their MSI-X sharing. It needs the
+        // device LIST_DEVICES returned, not its registration.
+        if hdr.dev_id != DevId::new(GDMA_DEVICE_MANA, 0) {
+            return Err(fail(
+                status::NOT_FOUND,
+                format!(
+                    "device {:#x} is not the MANA device LIST_DEVICES returns",
+                    hdr.dev_id.as_u32()
+                ),
+            ));
+        }
         log::info!(
             "driver speaks MANA {}.{}.{}",
             r.proto_major_ver.get(),
@@ -391,7 +403,11 @@ impl Device {
 
     fn create_wq_obj(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
         let r = CreateWqobjReq::decode(msg).map_err(invalid)?;
+        let ext = CreateWqobjReqExt::of(msg).map_err(invalid)?;
         let reg = self.registration(hdr)?;
+        if ext.allow_rqwqe_chain != 0 {
+            return Err(fail(status::NOT_SUPPORTED, "RQ WQE chaining"));
+        }
         self.check_vport(r.vport.get())?;
         let kind = match r.wq_type.get() {
             GDMA_SQ => WqKind::Sq,
@@ -512,7 +528,15 @@ impl Device {
         resp.wq_id = U32::new(wq_id);
         resp.cq_id = U32::new(cq_id);
         resp.wq_obj = U64::new(handle);
-        v1(&resp)
+        // Version 2 reports the CQ's moderation: none (the device does not
+        // advertise GDMA_PF_CAP_FLAG_1_DYN_INTERRUPT_MODERATION, so a
+        // request for it is declined by reporting it off).
+        let mut body = zerocopy::IntoBytes::as_bytes(&resp).to_vec();
+        if hdr.resp.msg_version.get() < GDMA_MESSAGE_V2 {
+            body.truncate(CreateWqobjResp::V1_SIZE);
+            return Ok((GDMA_MESSAGE_V1, body));
+        }
+        Ok((GDMA_MESSAGE_V2, body))
     }
 
     fn destroy_wq_obj(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {

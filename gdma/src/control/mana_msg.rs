@@ -161,7 +161,56 @@ pub struct CreateWqobjReq {
 }
 wire_msg!(CreateWqobjReq, "mana_create_wqobj_req", 88, [reserved]);
 
-/// `MANA_CREATE_WQ_OBJ` response.
+/// What versions 2 and 3 of `MANA_CREATE_WQ_OBJ` add after the 88 bytes of
+/// [`CreateWqobjReq`] (7.x kernels send version 3, 96 bytes, with interrupt
+/// moderation; 6.12 sends version 1).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct CreateWqobjReqExt {
+    /// Version 2: RQ WQE chaining.
+    pub allow_rqwqe_chain: u8,
+    /// Version 3: the CQ asks for interrupt moderation (the kernel sets it
+    /// only if the device advertises `GDMA_PF_CAP_FLAG_1_DYN_INTERRUPT_MODERATION`).
+    pub req_cq_moderation: u8,
+    pub cq_moderation_comp: U16,
+    pub cq_moderation_usec: U16,
+    /// Must be zero.
+    pub reserved2: [u8; 2],
+}
+wire_msg!(
+    CreateWqobjReqExt,
+    "mana_create_wqobj_req (v2/v3 part)",
+    8,
+    [reserved2]
+);
+
+impl CreateWqobjReqExt {
+    /// Offset of the extension in the request.
+    pub const OFFSET: usize = 88;
+
+    /// The extension of a whole request: zeros for a version 1 request (88
+    /// bytes); a longer one must carry exactly the 8 bytes of version 3.
+    pub fn of(msg: &[u8]) -> Result<Self, DecodeError> {
+        use zerocopy::FromZeros;
+        match msg.len() {
+            n if n <= Self::OFFSET => Ok(Self::new_zeroed()),
+            n if n == Self::OFFSET + core::mem::size_of::<Self>() => {
+                Self::decode(&msg[Self::OFFSET..])
+            }
+            n => Err(DecodeError::InvalidField {
+                what: Self::NAME,
+                field: "hdr.req.msg_size",
+                value: n as u64,
+                expected: "88 (version 1) or 96 (version 3) bytes",
+            }),
+        }
+    }
+}
+
+/// `MANA_CREATE_WQ_OBJ` response; version 1 ends after `wq_obj`
+/// ([`CreateWqobjResp::V1_SIZE`]), version 2 adds the CQ's moderation.
+/// 7.x kernels ask version 2 and refuse a shorter answer.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
 #[repr(C)]
 #[allow(missing_docs)]
@@ -170,8 +219,17 @@ pub struct CreateWqobjResp {
     pub wq_id: U32,
     pub cq_id: U32,
     pub wq_obj: U64,
+    pub cq_moderation_comp: U16,
+    pub cq_moderation_usec: U16,
+    pub cq_moderation_enabled: u8,
+    pub reserved1: [u8; 3],
 }
-wire_msg!(CreateWqobjResp, "mana_create_wqobj_resp", 48, []);
+wire_msg!(CreateWqobjResp, "mana_create_wqobj_resp", 56, [reserved1]);
+
+impl CreateWqobjResp {
+    /// Size of the version 1 response.
+    pub const V1_SIZE: usize = 48;
+}
 
 /// `MANA_DESTROY_WQ_OBJ` request.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
@@ -442,6 +500,41 @@ mod tests {
         assert_eq!(
             &resp.as_bytes()[32..48],
             &[0, 4, 0, 0, 5, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0]
+        );
+        resp.cq_moderation_comp = U16::new(0x20);
+        resp.cq_moderation_usec = U16::new(0x3ff);
+        resp.cq_moderation_enabled = 1;
+        assert_eq!(&resp.as_bytes()[48..56], &[0x20, 0, 0xff, 3, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn wqobj_versions() {
+        let mut r = CreateWqobjReq::new_zeroed();
+        r.hdr = ReqHdr::new(RequestCode::MANA_CREATE_WQ_OBJ, 88, 48);
+        let v1 = r.as_bytes().to_vec();
+        assert_eq!(CreateWqobjReqExt::of(&v1).unwrap().as_bytes(), &[0u8; 8]);
+        // Version 3 as a 7.x kernel sends it: moderation asked, 32
+        // completions or 100 us.
+        let mut v3 = v1.clone();
+        v3.extend_from_slice(&[0, 1, 32, 0, 100, 0, 0, 0]);
+        let e = CreateWqobjReqExt::of(&v3).unwrap();
+        assert_eq!(
+            (
+                e.allow_rqwqe_chain,
+                e.req_cq_moderation,
+                e.cq_moderation_comp.get(),
+                e.cq_moderation_usec.get()
+            ),
+            (0, 1, 32, 100)
+        );
+        v3[95] = 1;
+        assert_eq!(
+            CreateWqobjReqExt::of(&v3).unwrap_err().field(),
+            Some("reserved2")
+        );
+        assert_eq!(
+            CreateWqobjReqExt::of(&v3[..92]).unwrap_err().field(),
+            Some("hdr.req.msg_size")
         );
     }
 
