@@ -586,18 +586,25 @@ impl Device {
     }
 
     fn config_vport_rx(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
-        if hdr.req.msg_version.get() < GDMA_MESSAGE_V2 {
+        let version = hdr.req.msg_version.get();
+        if !(GDMA_MESSAGE_V2..=GDMA_MESSAGE_V5).contains(&version) {
             return Err(fail(
                 status::NOT_SUPPORTED,
-                "CONFIG_VPORT_RX version 1 (the device takes v2)",
+                format!("CONFIG_VPORT_RX version {version} (the device takes v2 to v5)"),
             ));
         }
         let s = CfgRxSteerReqV2::decode_with_table(msg).map_err(invalid)?;
         self.registration(hdr)?;
         self.check_vport(s.req.vport.get())?;
-        if s.req.cqe_coalescing_enable == 1 {
+        if s.req.cqe_coalescing_enable == 1 || s.req.cqe8_coalescing_enable == 1 {
             // Permitted, not required: the model reports one packet per CQE.
             log::debug!("CONFIG_VPORT_RX permits CQE coalescing; the device does not coalesce");
+        }
+        let hash_types = s.req.rss_hash_types.get();
+        if hash_types != 0 {
+            // Not modelled: the model hashes what the 6.12 driver gets (IPv4
+            // addresses, TCP/UDP ports) whatever the driver selects.
+            log::info!("CONFIG_VPORT_RX v{version}: RSS hash types {hash_types:#x} (not modelled)");
         }
         let mut v = self.vport.clone();
         match s.rx_enable {
@@ -671,7 +678,15 @@ impl Device {
             v.table.len()
         );
         self.vport = v;
-        v1(&gdma_general())
+        // Version 2 of the response adds the coalescing timeout: 0, the
+        // device does not coalesce.
+        let resp = CfgRxSteerResp::new_zeroed();
+        let mut body = zerocopy::IntoBytes::as_bytes(&resp).to_vec();
+        if hdr.resp.msg_version.get() < GDMA_MESSAGE_V2 {
+            body.truncate(CfgRxSteerResp::V1_SIZE);
+            return Ok((GDMA_MESSAGE_V1, body));
+        }
+        Ok((GDMA_MESSAGE_V2, body))
     }
 
     fn fence_rq(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {

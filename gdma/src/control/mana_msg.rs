@@ -325,14 +325,36 @@ pub struct CfgRxSteerReqV2 {
     pub default_rxobj: U64,
     pub hashkey: [u8; MANA_HASH_KEY_SIZE],
     pub cqe_coalescing_enable: u8,
-    pub reserved2: [u8; 7],
+    pub reserved2: [u8; 3],
+    /// Later versions (7.x sends v5) name bytes v2 reserved: the RSS hash
+    /// types and 8-packet CQE coalescing. A v2 request carries zeros.
+    pub rss_hash_types: U16,
+    pub cqe8_coalescing_enable: u8,
+    pub reserved3: u8,
 }
 wire_msg!(
     CfgRxSteerReqV2,
     "mana_cfg_rx_steer_req_v2",
     120,
-    [reserved, reserved2]
+    [reserved, reserved2, reserved3]
 );
+
+/// `MANA_CONFIG_VPORT_RX` response; version 2 adds the CQE coalescing
+/// timeout (0: the device does not say).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct CfgRxSteerResp {
+    pub hdr: RespHdr,
+    pub cqe_coalescing_timeout_ns: U32,
+    pub reserved1: U32,
+}
+wire_msg!(CfgRxSteerResp, "mana_cfg_rx_steer_resp", 40, [reserved1]);
+
+impl CfgRxSteerResp {
+    /// Size of the version 1 response (the header only).
+    pub const V1_SIZE: usize = 32;
+}
 
 /// A `TRI_STATE` field of [`CfgRxSteerReqV2`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,6 +418,7 @@ impl CfgRxSteerReqV2 {
             ("update_hashkey", r.update_hashkey),
             ("update_indir_tab", r.update_indir_tab),
             ("cqe_coalescing_enable", r.cqe_coalescing_enable),
+            ("cqe8_coalescing_enable", r.cqe8_coalescing_enable),
         ] {
             if v > 1 {
                 return Err(inv(field, v.into(), "0 or 1"));
@@ -598,5 +621,20 @@ mod tests {
         let mut m = steer(64, 1, 1);
         m[113] = 1;
         assert_eq!(field(&m), Some("reserved2"));
+        // The bytes v5 names: hash types (116..118), 8-packet coalescing
+        // (118), then one reserved byte.
+        let mut m = steer(64, 1, 1);
+        m[116] = 0x3f;
+        m[118] = 1;
+        let s = CfgRxSteerReqV2::decode_with_table(&m).unwrap();
+        assert_eq!(
+            (s.req.rss_hash_types.get(), s.req.cqe8_coalescing_enable),
+            (0x3f, 1)
+        );
+        m[118] = 2;
+        assert_eq!(field(&m), Some("cqe8_coalescing_enable"));
+        m[118] = 0;
+        m[119] = 1;
+        assert_eq!(field(&m), Some("reserved3"));
     }
 }

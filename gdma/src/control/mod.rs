@@ -206,12 +206,12 @@ impl WireType for ReqHdr {
         // response's is the newest the driver reads (the device answers at
         // most that), so any version Linux defines is acceptable there.
         let req_v = self.req.msg_version.get();
-        if !(GDMA_MESSAGE_V1..=GDMA_MESSAGE_V3).contains(&req_v) {
+        if !(GDMA_MESSAGE_V1..=GDMA_MESSAGE_V5).contains(&req_v) {
             return Err(DecodeError::InvalidField {
                 what: Self::NAME,
                 field: "req.msg_version",
                 value: req_v as u64,
-                expected: "1, 2 or 3 (GDMA_MESSAGE_V1..V3)",
+                expected: "1 to 5 (GDMA_MESSAGE_V1..V5)",
             });
         }
         let resp_v = self.resp.msg_version.get();
@@ -347,11 +347,12 @@ pub enum RequestCode {
     MANA_IB_CREATE_RC_QP = 0x3000a,
     MANA_IB_DESTROY_RC_QP = 0x3000b,
     MANA_IB_SET_QP_STATE = 0x3000d,
+    MANA_IB_QUERY_VF_COUNTERS = 0x30022,
 }
 
 impl RequestCode {
     /// Every code, for lookups and tests.
-    pub const ALL: [RequestCode; 40] = {
+    pub const ALL: [RequestCode; 41] = {
         use RequestCode::*;
         [
             GDMA_VERIFY_VF_DRIVER_VERSION,
@@ -394,6 +395,7 @@ impl RequestCode {
             MANA_IB_CREATE_RC_QP,
             MANA_IB_DESTROY_RC_QP,
             MANA_IB_SET_QP_STATE,
+            MANA_IB_QUERY_VF_COUNTERS,
         ]
     };
 
@@ -446,6 +448,7 @@ impl RequestCode {
             MANA_IB_CREATE_RC_QP => "MANA_IB_CREATE_RC_QP",
             MANA_IB_DESTROY_RC_QP => "MANA_IB_DESTROY_RC_QP",
             MANA_IB_SET_QP_STATE => "MANA_IB_SET_QP_STATE",
+            MANA_IB_QUERY_VF_COUNTERS => "MANA_IB_QUERY_VF_COUNTERS",
         }
     }
 }
@@ -544,10 +547,11 @@ mod tests {
             Some("resp.msg_version")
         );
         // A driver may ask a newer response than the device writes (7.x's
-        // GET_ADAPTER_CAP asks v4); its request must still be one we parse.
+        // GET_ADAPTER_CAP asks v4); which request versions a request takes
+        // is the device's to check (7.x sends CONFIG_VPORT_RX v5).
         b[24] = GDMA_MESSAGE_V4 as u8;
         assert_eq!(ReqHdr::decode(&b).unwrap().resp.msg_version.get(), 4);
-        b[8] = 4; // req.msg_version
+        b[8] = 6; // req.msg_version
         assert_eq!(
             ReqHdr::decode(&b).unwrap_err().field(),
             Some("req.msg_version")
