@@ -104,6 +104,7 @@ impl Device {
         Some(match c {
             MANA_QUERY_DEV_CONFIG => self.query_dev_config(hdr, msg),
             MANA_QUERY_VPORT_CONFIG => self.query_vport_config(hdr, msg),
+            MANA_QUERY_LINK_CONFIG => self.query_link_config(hdr, msg),
             MANA_CONFIG_VPORT_TX => self.config_vport_tx(hdr, msg),
             MANA_CREATE_WQ_OBJ => self.create_wq_obj(hdr, msg),
             MANA_DESTROY_WQ_OBJ => self.destroy_wq_obj(hdr, msg),
@@ -256,6 +257,22 @@ impl Device {
         resp.mac_addr = self.cfg.mac;
         resp.vport = U64::new(VPORT_HANDLE);
         v1(&resp)
+    }
+
+    /// The vPort's link: no QoS clamp, and the speed `DeviceConfig` gives.
+    fn query_link_config(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
+        let r = QueryLinkCfgReq::decode(msg).map_err(invalid)?;
+        self.registration(hdr)?;
+        self.check_vport(r.vport.get())?;
+        let mut resp = QueryLinkCfgResp::new_zeroed();
+        resp.qos_unconfigured = 1;
+        resp.link_speed_mbps = U32::new(self.cfg.link_speed_mbps);
+        let mut body = zerocopy::IntoBytes::as_bytes(&resp).to_vec();
+        if hdr.resp.msg_version.get() < GDMA_MESSAGE_V2 {
+            body.truncate(QueryLinkCfgResp::V1_SIZE);
+            return Ok((GDMA_MESSAGE_V1, body));
+        }
+        Ok((GDMA_MESSAGE_V2, body))
     }
 
     fn check_vport(&self, vport: u64) -> Result<(), crate::gdma::requests::Failure> {

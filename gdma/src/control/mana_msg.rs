@@ -75,6 +75,44 @@ impl QueryDevCfgResp {
     pub const V1_SIZE: usize = 72;
 }
 
+/// `MANA_QUERY_LINK_CONFIG` request (7.x: the vPort's speed and QoS).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct QueryLinkCfgReq {
+    pub hdr: ReqHdr,
+    pub vport: U64,
+}
+wire_msg!(QueryLinkCfgReq, "mana_query_link_config_req", 48, []);
+
+/// `MANA_QUERY_LINK_CONFIG` response; version 1 ends after
+/// `qos_unconfigured` ([`QueryLinkCfgResp::V1_SIZE`]), version 2 adds the
+/// link speed.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct QueryLinkCfgResp {
+    pub hdr: RespHdr,
+    /// The QoS clamp, if one is configured.
+    pub qos_speed_mbps: U32,
+    /// 1: no QoS clamp configured.
+    pub qos_unconfigured: u8,
+    pub reserved1: [u8; 3],
+    pub link_speed_mbps: U32,
+    pub reserved2: [u8; 4],
+}
+wire_msg!(
+    QueryLinkCfgResp,
+    "mana_query_link_config_resp",
+    48,
+    [reserved1, reserved2]
+);
+
+impl QueryLinkCfgResp {
+    /// Size of the version 1 response.
+    pub const V1_SIZE: usize = 40;
+}
+
 /// `MANA_QUERY_VPORT_CONFIG` request.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
 #[repr(C)]

@@ -333,6 +333,7 @@ pub enum RequestCode {
     MANA_FENCE_RQ = 0x20006,
     MANA_CONFIG_VPORT_RX = 0x20007,
     MANA_QUERY_VPORT_CONFIG = 0x20008,
+    MANA_QUERY_LINK_CONFIG = 0x2000a,
     MANA_REGISTER_FILTER = 0x28000,
     MANA_DEREGISTER_FILTER = 0x28001,
     MANA_REGISTER_HW_PORT = 0x28003,
@@ -352,7 +353,7 @@ pub enum RequestCode {
 
 impl RequestCode {
     /// Every code, for lookups and tests.
-    pub const ALL: [RequestCode; 41] = {
+    pub const ALL: [RequestCode; 42] = {
         use RequestCode::*;
         [
             GDMA_VERIFY_VF_DRIVER_VERSION,
@@ -381,6 +382,7 @@ impl RequestCode {
             MANA_FENCE_RQ,
             MANA_CONFIG_VPORT_RX,
             MANA_QUERY_VPORT_CONFIG,
+            MANA_QUERY_LINK_CONFIG,
             MANA_REGISTER_FILTER,
             MANA_DEREGISTER_FILTER,
             MANA_REGISTER_HW_PORT,
@@ -434,6 +436,7 @@ impl RequestCode {
             MANA_FENCE_RQ => "MANA_FENCE_RQ",
             MANA_CONFIG_VPORT_RX => "MANA_CONFIG_VPORT_RX",
             MANA_QUERY_VPORT_CONFIG => "MANA_QUERY_VPORT_CONFIG",
+            MANA_QUERY_LINK_CONFIG => "MANA_QUERY_LINK_CONFIG",
             MANA_REGISTER_FILTER => "MANA_REGISTER_FILTER",
             MANA_DEREGISTER_FILTER => "MANA_DEREGISTER_FILTER",
             MANA_REGISTER_HW_PORT => "MANA_REGISTER_HW_PORT",
@@ -511,6 +514,10 @@ mod tests {
         }
         assert_eq!(RequestCode::from_raw(0), None);
         assert_eq!(RequestCode::from_raw(0x20009), None);
+        assert_eq!(
+            RequestCode::from_raw(0x2000a),
+            Some(RequestCode::MANA_QUERY_LINK_CONFIG)
+        );
     }
 
     #[test]
