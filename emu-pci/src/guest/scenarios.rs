@@ -602,6 +602,79 @@ impl Tier {
         ))
     }
 
+    /// `kernel-service-reset` (opt-in): the device raises
+    /// `GDMA_EQE_HWC_RESET_REQUEST` on the HWC's EQ with eth0 up; a kernel
+    /// that handles it (`mana_serv_reset`) tears the HWC down through the
+    /// SMC (suspend), waits `MANA_SERVICE_PERIOD` (10 s), establishes a new
+    /// one (resume) and brings eth0 back: 5 pings. The summary has the
+    /// kernel's timings from the event.
+    pub fn service_reset(&mut self) -> Outcome {
+        if self.sh30("ip addr show eth0 | grep -q 10.99.0.2").is_err() {
+            self.link_up()?;
+        }
+        let (est, des) = {
+            let d = lock(&self.func.dev);
+            (d.ledger.hwc_established, d.ledger.hwc_destroyed)
+        };
+        let t0 = Instant::now();
+        lock(&self.func.dev).service_reset()?;
+        let wait = |t: &Self, what: &str, limit: Duration, f: &dyn Fn(u64, u64) -> bool| loop {
+            let (e, d) = {
+                let d = lock(&t.func.dev);
+                (d.ledger.hwc_established, d.ledger.hwc_destroyed)
+            };
+            if f(e, d) {
+                return Ok(t0.elapsed());
+            }
+            if t0.elapsed() > limit {
+                return Err(format!(
+                        "{what} {:.0} s after GDMA_EQE_HWC_RESET_REQUEST (kernel {}; 6.12 has no handler for the event: this scenario needs one with mana_serv_reset)",
+                        limit.as_secs_f64(),
+                        t.vm.banner
+                    ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let suspended = wait(
+            self,
+            "the HWC was not torn down",
+            Duration::from_secs(15),
+            &|_, d| d > des,
+        )?;
+        let resumed = wait(self, "no new HWC", Duration::from_secs(40), &|e, _| e > est)?;
+        self.expect_probed()?;
+        let t_link = loop {
+            if self.sh30("grep -q 1 /sys/class/net/eth0/carrier").is_ok() {
+                break t0.elapsed();
+            }
+            if t0.elapsed() > Duration::from_secs(60) {
+                return Err("eth0 has no carrier 60 s after the service reset".into());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let out = self.sh(
+            &format!("ping -c 5 -i 0.2 -W 5 {PEER_IP}"),
+            Duration::from_secs(60),
+        )?;
+        if !out.contains("5 packets received") {
+            return Err(format!("ping after the service reset: {}", out.trim()));
+        }
+        let log = self.sh30("dmesg")?;
+        if !log.contains("MANA reset cycle start") {
+            return Err("the kernel log lacks \"MANA reset cycle start\"".into());
+        }
+        if let Some(l) = log.lines().find(|l| l.contains("resume failed")) {
+            return Err(format!("kernel log: {l}"));
+        }
+        self.device_check("after the service reset")?;
+        Ok(format!(
+            "HWC torn down {:.1} s after the event, new HWC at {:.1} s, eth0 carrier at {:.1} s, 5/5 pings",
+            suspended.as_secs_f64(),
+            resumed.as_secs_f64(),
+            t_link.as_secs_f64()
+        ))
+    }
+
     fn objects_count(&self) -> usize {
         let d = lock(&self.func.dev);
         d.eqs.len()
@@ -762,6 +835,11 @@ pub(super) fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Ve
     f
 }
 
+/// Scenarios that run only when named: they need a kernel newer than the
+/// tier's 6.12 (`kernel-service-reset`: a kernel with `mana_serv_reset`;
+/// 6.12 ignores the event, and the scenario fails saying so).
+pub const OPT_IN_SCENARIOS: [&str; 1] = ["kernel-service-reset"];
+
 /// The scenarios, in the order they run.
 pub const SCENARIOS: [&str; 17] = [
     "kernel-probe",
@@ -803,6 +881,7 @@ impl Tier {
             "dpdk-iface-up" => self.dpdk_iface_up(),
             "dpdk-reset" => self.dpdk_reset(),
             "dpdk-reset-rescan" => self.dpdk_reset_rescan(),
+            "kernel-service-reset" => self.service_reset(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }
