@@ -863,9 +863,9 @@ pub(super) fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Ve
 }
 
 /// Scenarios that run only when named: they need a kernel newer than the
-/// tier's 6.12 (`kernel-service-reset`: a kernel with `mana_serv_reset`;
-/// 6.12 ignores the event, and the scenario fails saying so).
-pub const OPT_IN_SCENARIOS: [&str; 1] = ["kernel-service-reset"];
+/// tier's 6.12 (`kernel-service-reset`, `dpdk-service-reset`: a kernel with
+/// `mana_serv_reset`; 6.12 ignores the event, and they fail saying so).
+pub const OPT_IN_SCENARIOS: [&str; 2] = ["kernel-service-reset", "dpdk-service-reset"];
 
 /// The scenarios, in the order they run.
 pub const SCENARIOS: [&str; 17] = [
@@ -909,6 +909,7 @@ impl Tier {
             "dpdk-reset" => self.dpdk_reset(),
             "dpdk-reset-rescan" => self.dpdk_reset_rescan(),
             "kernel-service-reset" => self.service_reset(),
+            "dpdk-service-reset" => self.dpdk_service_reset(),
             _ => Err(format!("unknown scenario {name}")),
         }
     }
