@@ -28,6 +28,8 @@ pub struct DeviceConfig {
     pub max_queues: u32,
     /// Entries of the vPort's RSS indirection table.
     pub indirection_entries: u32,
+    /// The link speed `MANA_QUERY_LINK_CONFIG` reports (Mbit/s).
+    pub link_speed_mbps: u32,
     /// Where the vPort's frames go on the host side.
     pub backend: BackendConfig,
     /// Hold received frames while the driver has no receive buffer posted,
@@ -44,6 +46,7 @@ impl Default for DeviceConfig {
             adapter_mtu: 9014,
             max_queues: 16,
             indirection_entries: 64,
+            link_speed_mbps: 100_000,
             backend: BackendConfig::Loopback,
             lossless_rx: false,
         }

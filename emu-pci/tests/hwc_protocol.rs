@@ -886,7 +886,9 @@ fn late_mr_on_a_bound_vport() {
 
     // The RQ, steering on: no MR exists yet.
     let mut wq = CreateWqobjReq::new_zeroed();
-    wq.hdr = eth_hdr(RequestCode::MANA_CREATE_WQ_OBJ, 88, 48);
+    // The response version 7.x kernels ask (56 bytes, moderation off).
+    wq.hdr = eth_hdr(RequestCode::MANA_CREATE_WQ_OBJ, 88, 56);
+    wq.hdr.resp.msg_version = U16::new(GDMA_MESSAGE_V2);
     wq.vport = U64::new(mana_pci::mana::VPORT_HANDLE);
     wq.wq_type = U32::new(2);
     wq.wq_gdma_region = U64::new(region(&mut d, RQ_MEM));
@@ -894,8 +896,12 @@ fn late_mr_on_a_bound_vport() {
     wq.wq_size = U32::new(4096);
     wq.cq_size = U32::new(4096);
     wq.cq_parent_qid = e.queue_index;
-    let w = CreateWqobjResp::decode(&d.request(wq.as_mut_bytes())).unwrap();
+    let body = d.request(wq.as_mut_bytes());
+    assert_eq!(body.len(), 56);
+    let w = CreateWqobjResp::decode(&body).unwrap();
     assert_eq!(w.hdr.status.get(), 0);
+    assert_eq!(w.hdr.response.msg_version.get(), GDMA_MESSAGE_V2);
+    assert_eq!(w.cq_moderation_enabled, 0);
     let mut rx = CfgRxSteerReqV2::new_zeroed();
     rx.hdr = eth_hdr(RequestCode::MANA_CONFIG_VPORT_RX, 120, 32);
     rx.hdr.req.msg_version = U16::new(GDMA_MESSAGE_V2);

@@ -32,6 +32,10 @@ pub enum EqeType {
     GDMA_EQE_HWC_SOC_RECONFIG = 132,
     /// HWC reconfiguration data.
     GDMA_EQE_HWC_SOC_RECONFIG_DATA = 133,
+    /// Service reset (`GDMA_EQE_HWC_RESET_REQUEST`): kernels that handle it
+    /// (`mana_serv_reset`, 2025) suspend the function, wait 10 s and
+    /// resume it; 6.12 ignores it.
+    GDMA_EQE_HWC_RESET_REQUEST = 135,
     /// An RC QP failed (RDMA).
     GDMA_EQE_RNIC_QP_FATAL = 176,
 }
@@ -48,6 +52,7 @@ impl EqeType {
             GDMA_EQE_HWC_INIT_DONE,
             GDMA_EQE_HWC_SOC_RECONFIG,
             GDMA_EQE_HWC_SOC_RECONFIG_DATA,
+            GDMA_EQE_HWC_RESET_REQUEST,
             GDMA_EQE_RNIC_QP_FATAL,
         ]
         .into_iter()

@@ -6,7 +6,7 @@
 //! `mana-guest [-v] [--cpus N] [SCENARIO...]` (all scenarios by default);
 //! `mana-guest --shell CMD...` boots and runs guest commands instead.
 
-use mana_pci::guest::scenarios::{describe_boot, Tier, SCENARIOS};
+use mana_pci::guest::scenarios::{describe_boot, Tier, OPT_IN_SCENARIOS, SCENARIOS};
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -29,10 +29,11 @@ fn main() {
         args.remove(0);
     }
     for a in &args {
-        if !shell && !SCENARIOS.contains(&a.as_str()) {
+        if !shell && !SCENARIOS.contains(&a.as_str()) && !OPT_IN_SCENARIOS.contains(&a.as_str()) {
             eprintln!(
-                "mana-guest: unknown scenario {a} (known: {})",
-                SCENARIOS.join(", ")
+                "mana-guest: unknown scenario {a} (known: {}; run only when named: {})",
+                SCENARIOS.join(", "),
+                OPT_IN_SCENARIOS.join(", ")
             );
             std::process::exit(2);
         }
@@ -82,6 +83,7 @@ fn main() {
     } else {
         SCENARIOS
             .iter()
+            .chain(OPT_IN_SCENARIOS.iter())
             .copied()
             .filter(|s| args.iter().any(|a| a == s))
             .collect()

@@ -54,6 +54,22 @@ impl Device {
         }
     }
 
+    /// Asks the driver for a service reset, as the hardware does before
+    /// servicing: `GDMA_EQE_HWC_RESET_REQUEST` on the HWC's EQ. The device
+    /// keeps answering while the driver suspends (it tears its objects
+    /// down and the HWC through the SMC) and resumes (a new HWC), so what
+    /// the driver does is all the reset there is. Fails if no HWC exists.
+    pub fn service_reset(&mut self) -> Result<(), String> {
+        let eq = self
+            .hwc
+            .as_ref()
+            .map(|h| h.eq)
+            .ok_or("no HWC: the driver is not bound")?;
+        log::info!("service reset requested: GDMA_EQE_HWC_RESET_REQUEST on EQ {eq}");
+        self.post_eqe(eq, EqeType::GDMA_EQE_HWC_RESET_REQUEST, 0);
+        Ok(())
+    }
+
     pub(crate) fn eq_doorbell(&mut self, page: u32, id: u16, tail: u32, arm: bool) {
         let id = u32::from(id);
         let Some(q) = self.eqs.get_mut(&id) else {

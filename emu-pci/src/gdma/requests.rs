@@ -84,6 +84,12 @@ impl Device {
 
     fn dispatch(&mut self, c: RequestCode, hdr: &ReqHdr, msg: &[u8]) -> (Handled, bool) {
         use RequestCode::*;
+        // Request formats past v3 exist only for CONFIG_VPORT_RX (v5, 7.x).
+        let version = hdr.req.msg_version.get();
+        if version > GDMA_MESSAGE_V3 && c != MANA_CONFIG_VPORT_RX {
+            let why = format!("request version {version}: this request has at most v3");
+            return (Err(fail(status::INVALID_PARAMETER, why)), false);
+        }
         let r = match c {
             GDMA_VERIFY_VF_DRIVER_VERSION => self.verify_version(msg),
             GDMA_QUERY_MAX_RESOURCES => self.query_max_resources(),

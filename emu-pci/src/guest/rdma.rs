@@ -57,8 +57,12 @@ impl Tier {
     }
 
     pub(super) fn load_mana_ib(&mut self) -> Result<(), String> {
+        // Every module the cache lists after `mana`, in its order: the RDMA
+        // core's set differs between kernels (7.x splits `ib_uverbs_support`
+        // out of `ib_uverbs`).
         self.sh30(
-            "for m in ib_core ib_uverbs mana_ib; do \
+            "for m in $(sed -n 's/\\.ko$//p' /modules/order); do \
+               [ $m = mana ] && continue; \
                grep -q \"^$m \" /proc/modules || insmod /modules/$m.ko || exit 1; \
              done",
         )?;

@@ -104,6 +104,7 @@ impl Device {
         Some(match c {
             MANA_QUERY_DEV_CONFIG => self.query_dev_config(hdr, msg),
             MANA_QUERY_VPORT_CONFIG => self.query_vport_config(hdr, msg),
+            MANA_QUERY_LINK_CONFIG => self.query_link_config(hdr, msg),
             MANA_CONFIG_VPORT_TX => self.config_vport_tx(hdr, msg),
             MANA_CREATE_WQ_OBJ => self.create_wq_obj(hdr, msg),
             MANA_DESTROY_WQ_OBJ => self.destroy_wq_obj(hdr, msg),
@@ -208,7 +209,19 @@ impl Device {
 
     fn query_dev_config(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
         let r = QueryDevCfgReq::decode(msg).map_err(invalid)?;
-        self.registration(hdr)?;
+        // A query, not a use of the function: later kernels (7.x,
+        // `mana_gd_query_max_resources`) ask it right after LIST_DEVICES,
+        // before REGISTER_DEVICE, to size their MSI-X sharing. It needs the
+        // device LIST_DEVICES returned, not its registration.
+        if hdr.dev_id != DevId::new(GDMA_DEVICE_MANA, 0) {
+            return Err(fail(
+                status::NOT_FOUND,
+                format!(
+                    "device {:#x} is not the MANA device LIST_DEVICES returns",
+                    hdr.dev_id.as_u32()
+                ),
+            ));
+        }
         log::info!(
             "driver speaks MANA {}.{}.{}",
             r.proto_major_ver.get(),
@@ -244,6 +257,22 @@ impl Device {
         resp.mac_addr = self.cfg.mac;
         resp.vport = U64::new(VPORT_HANDLE);
         v1(&resp)
+    }
+
+    /// The vPort's link: no QoS clamp, and the speed `DeviceConfig` gives.
+    fn query_link_config(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
+        let r = QueryLinkCfgReq::decode(msg).map_err(invalid)?;
+        self.registration(hdr)?;
+        self.check_vport(r.vport.get())?;
+        let mut resp = QueryLinkCfgResp::new_zeroed();
+        resp.qos_unconfigured = 1;
+        resp.link_speed_mbps = U32::new(self.cfg.link_speed_mbps);
+        let mut body = zerocopy::IntoBytes::as_bytes(&resp).to_vec();
+        if hdr.resp.msg_version.get() < GDMA_MESSAGE_V2 {
+            body.truncate(QueryLinkCfgResp::V1_SIZE);
+            return Ok((GDMA_MESSAGE_V1, body));
+        }
+        Ok((GDMA_MESSAGE_V2, body))
     }
 
     fn check_vport(&self, vport: u64) -> Result<(), crate::gdma::requests::Failure> {
@@ -391,7 +420,11 @@ impl Device {
 
     fn create_wq_obj(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
         let r = CreateWqobjReq::decode(msg).map_err(invalid)?;
+        let ext = CreateWqobjReqExt::of(msg).map_err(invalid)?;
         let reg = self.registration(hdr)?;
+        if ext.allow_rqwqe_chain != 0 {
+            return Err(fail(status::NOT_SUPPORTED, "RQ WQE chaining"));
+        }
         self.check_vport(r.vport.get())?;
         let kind = match r.wq_type.get() {
             GDMA_SQ => WqKind::Sq,
@@ -512,7 +545,15 @@ impl Device {
         resp.wq_id = U32::new(wq_id);
         resp.cq_id = U32::new(cq_id);
         resp.wq_obj = U64::new(handle);
-        v1(&resp)
+        // Version 2 reports the CQ's moderation: none (the device does not
+        // advertise GDMA_PF_CAP_FLAG_1_DYN_INTERRUPT_MODERATION, so a
+        // request for it is declined by reporting it off).
+        let mut body = zerocopy::IntoBytes::as_bytes(&resp).to_vec();
+        if hdr.resp.msg_version.get() < GDMA_MESSAGE_V2 {
+            body.truncate(CreateWqobjResp::V1_SIZE);
+            return Ok((GDMA_MESSAGE_V1, body));
+        }
+        Ok((GDMA_MESSAGE_V2, body))
     }
 
     fn destroy_wq_obj(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
@@ -562,18 +603,25 @@ impl Device {
     }
 
     fn config_vport_rx(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
-        if hdr.req.msg_version.get() < GDMA_MESSAGE_V2 {
+        let version = hdr.req.msg_version.get();
+        if !(GDMA_MESSAGE_V2..=GDMA_MESSAGE_V5).contains(&version) {
             return Err(fail(
                 status::NOT_SUPPORTED,
-                "CONFIG_VPORT_RX version 1 (the device takes v2)",
+                format!("CONFIG_VPORT_RX version {version} (the device takes v2 to v5)"),
             ));
         }
         let s = CfgRxSteerReqV2::decode_with_table(msg).map_err(invalid)?;
         self.registration(hdr)?;
         self.check_vport(s.req.vport.get())?;
-        if s.req.cqe_coalescing_enable == 1 {
+        if s.req.cqe_coalescing_enable == 1 || s.req.cqe8_coalescing_enable == 1 {
             // Permitted, not required: the model reports one packet per CQE.
             log::debug!("CONFIG_VPORT_RX permits CQE coalescing; the device does not coalesce");
+        }
+        let hash_types = s.req.rss_hash_types.get();
+        if hash_types != 0 {
+            // Not modelled: the model hashes what the 6.12 driver gets (IPv4
+            // addresses, TCP/UDP ports) whatever the driver selects.
+            log::info!("CONFIG_VPORT_RX v{version}: RSS hash types {hash_types:#x} (not modelled)");
         }
         let mut v = self.vport.clone();
         match s.rx_enable {
@@ -647,7 +695,15 @@ impl Device {
             v.table.len()
         );
         self.vport = v;
-        v1(&gdma_general())
+        // Version 2 of the response adds the coalescing timeout: 0, the
+        // device does not coalesce.
+        let resp = CfgRxSteerResp::new_zeroed();
+        let mut body = zerocopy::IntoBytes::as_bytes(&resp).to_vec();
+        if hdr.resp.msg_version.get() < GDMA_MESSAGE_V2 {
+            body.truncate(CfgRxSteerResp::V1_SIZE);
+            return Ok((GDMA_MESSAGE_V1, body));
+        }
+        Ok((GDMA_MESSAGE_V2, body))
     }
 
     fn fence_rq(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {

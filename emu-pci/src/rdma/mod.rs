@@ -104,6 +104,7 @@ impl Device {
             MANA_IB_DESTROY_ADAPTER => self.destroy_adapter(hdr, msg),
             MANA_IB_CONFIG_MAC_ADDR => self.config_mac(hdr, msg),
             MANA_IB_CONFIG_IP_ADDR => self.config_ip(hdr, msg),
+            MANA_IB_QUERY_VF_COUNTERS => self.query_vf_counters(hdr, msg),
             GDMA_ALLOCATE_RESOURCE_RANGE => self.allocate_resource_range(msg),
             GDMA_DESTROY_RESOURCE_RANGE => self.destroy_resource_range(msg),
             GDMA_CREATE_PD => self.create_pd(msg),
@@ -251,6 +252,28 @@ impl Device {
             a.gids.len()
         );
         v1(&gdma_general_resp())
+    }
+
+    /// The RDMA function's counters: all zero, as the device carries no
+    /// reliable-connection traffic (its QPs are the Ethernet function's
+    /// raw ones, counted by `MANA_QUERY_GF_STAT`). The answer has the size
+    /// the driver asked: 26 counters or all 34.
+    fn query_vf_counters(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {
+        let r = QueryVfCountersReq::decode(msg).map_err(invalid)?;
+        self.adapter_mut(hdr, r.adapter.get())?;
+        let size = hdr.resp.msg_size.get() as usize;
+        if size != QueryVfCountersResp::SHORT_SIZE
+            && size != std::mem::size_of::<QueryVfCountersResp>()
+        {
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                format!("resp.msg_size {size}: 240 (26 counters) or 304 (34)"),
+            ));
+        }
+        let resp = QueryVfCountersResp::new_zeroed();
+        let mut body = zerocopy::IntoBytes::as_bytes(&resp).to_vec();
+        body.truncate(size);
+        Ok((GDMA_MESSAGE_V1, body))
     }
 
     fn config_mac(&mut self, hdr: &ReqHdr, msg: &[u8]) -> Handled {

@@ -91,6 +91,42 @@ pub struct DestroyAdapterReq {
 }
 wire_msg!(DestroyAdapterReq, "mana_rnic_destroy_adapter_req", 48, []);
 
+/// `MANA_IB_QUERY_VF_COUNTERS` request (7.x `mana_ib`, at IB device
+/// registration: the port's hardware counters).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct QueryVfCountersReq {
+    /// Header.
+    pub hdr: ReqHdr,
+    /// The adapter.
+    pub adapter: U64,
+}
+wire_msg!(QueryVfCountersReq, "mana_rnic_query_vf_cntrs_req", 48, []);
+
+/// `MANA_IB_QUERY_VF_COUNTERS` response: 34 counters (requester timeouts
+/// and NAKs, responder errors, congestion, then bytes and packets), all of
+/// the RDMA function's reliable-connection traffic. Kernels before the
+/// byte/packet counters read the first 26 ([`QueryVfCountersResp::SHORT_SIZE`]).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct QueryVfCountersResp {
+    /// Header.
+    pub hdr: RespHdr,
+    /// The counters, in `struct mana_rnic_query_vf_cntrs_resp` order.
+    pub counters: [U64; 34],
+}
+wire_msg!(
+    QueryVfCountersResp,
+    "mana_rnic_query_vf_cntrs_resp",
+    304,
+    []
+);
+
+impl QueryVfCountersResp {
+    /// Size of the response with the first 26 counters.
+    pub const SHORT_SIZE: usize = 32 + 26 * 8;
+}
+
 /// `enum mana_ib_addr_op`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AddrOp {

@@ -75,6 +75,44 @@ impl QueryDevCfgResp {
     pub const V1_SIZE: usize = 72;
 }
 
+/// `MANA_QUERY_LINK_CONFIG` request (7.x: the vPort's speed and QoS).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct QueryLinkCfgReq {
+    pub hdr: ReqHdr,
+    pub vport: U64,
+}
+wire_msg!(QueryLinkCfgReq, "mana_query_link_config_req", 48, []);
+
+/// `MANA_QUERY_LINK_CONFIG` response; version 1 ends after
+/// `qos_unconfigured` ([`QueryLinkCfgResp::V1_SIZE`]), version 2 adds the
+/// link speed.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct QueryLinkCfgResp {
+    pub hdr: RespHdr,
+    /// The QoS clamp, if one is configured.
+    pub qos_speed_mbps: U32,
+    /// 1: no QoS clamp configured.
+    pub qos_unconfigured: u8,
+    pub reserved1: [u8; 3],
+    pub link_speed_mbps: U32,
+    pub reserved2: [u8; 4],
+}
+wire_msg!(
+    QueryLinkCfgResp,
+    "mana_query_link_config_resp",
+    48,
+    [reserved1, reserved2]
+);
+
+impl QueryLinkCfgResp {
+    /// Size of the version 1 response.
+    pub const V1_SIZE: usize = 40;
+}
+
 /// `MANA_QUERY_VPORT_CONFIG` request.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
 #[repr(C)]
@@ -161,7 +199,56 @@ pub struct CreateWqobjReq {
 }
 wire_msg!(CreateWqobjReq, "mana_create_wqobj_req", 88, [reserved]);
 
-/// `MANA_CREATE_WQ_OBJ` response.
+/// What versions 2 and 3 of `MANA_CREATE_WQ_OBJ` add after the 88 bytes of
+/// [`CreateWqobjReq`] (7.x kernels send version 3, 96 bytes, with interrupt
+/// moderation; 6.12 sends version 1).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct CreateWqobjReqExt {
+    /// Version 2: RQ WQE chaining.
+    pub allow_rqwqe_chain: u8,
+    /// Version 3: the CQ asks for interrupt moderation (the kernel sets it
+    /// only if the device advertises `GDMA_PF_CAP_FLAG_1_DYN_INTERRUPT_MODERATION`).
+    pub req_cq_moderation: u8,
+    pub cq_moderation_comp: U16,
+    pub cq_moderation_usec: U16,
+    /// Must be zero.
+    pub reserved2: [u8; 2],
+}
+wire_msg!(
+    CreateWqobjReqExt,
+    "mana_create_wqobj_req (v2/v3 part)",
+    8,
+    [reserved2]
+);
+
+impl CreateWqobjReqExt {
+    /// Offset of the extension in the request.
+    pub const OFFSET: usize = 88;
+
+    /// The extension of a whole request: zeros for a version 1 request (88
+    /// bytes); a longer one must carry exactly the 8 bytes of version 3.
+    pub fn of(msg: &[u8]) -> Result<Self, DecodeError> {
+        use zerocopy::FromZeros;
+        match msg.len() {
+            n if n <= Self::OFFSET => Ok(Self::new_zeroed()),
+            n if n == Self::OFFSET + core::mem::size_of::<Self>() => {
+                Self::decode(&msg[Self::OFFSET..])
+            }
+            n => Err(DecodeError::InvalidField {
+                what: Self::NAME,
+                field: "hdr.req.msg_size",
+                value: n as u64,
+                expected: "88 (version 1) or 96 (version 3) bytes",
+            }),
+        }
+    }
+}
+
+/// `MANA_CREATE_WQ_OBJ` response; version 1 ends after `wq_obj`
+/// ([`CreateWqobjResp::V1_SIZE`]), version 2 adds the CQ's moderation.
+/// 7.x kernels ask version 2 and refuse a shorter answer.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
 #[repr(C)]
 #[allow(missing_docs)]
@@ -170,8 +257,17 @@ pub struct CreateWqobjResp {
     pub wq_id: U32,
     pub cq_id: U32,
     pub wq_obj: U64,
+    pub cq_moderation_comp: U16,
+    pub cq_moderation_usec: U16,
+    pub cq_moderation_enabled: u8,
+    pub reserved1: [u8; 3],
 }
-wire_msg!(CreateWqobjResp, "mana_create_wqobj_resp", 48, []);
+wire_msg!(CreateWqobjResp, "mana_create_wqobj_resp", 56, [reserved1]);
+
+impl CreateWqobjResp {
+    /// Size of the version 1 response.
+    pub const V1_SIZE: usize = 48;
+}
 
 /// `MANA_DESTROY_WQ_OBJ` request.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
@@ -267,14 +363,36 @@ pub struct CfgRxSteerReqV2 {
     pub default_rxobj: U64,
     pub hashkey: [u8; MANA_HASH_KEY_SIZE],
     pub cqe_coalescing_enable: u8,
-    pub reserved2: [u8; 7],
+    pub reserved2: [u8; 3],
+    /// Later versions (7.x sends v5) name bytes v2 reserved: the RSS hash
+    /// types and 8-packet CQE coalescing. A v2 request carries zeros.
+    pub rss_hash_types: U16,
+    pub cqe8_coalescing_enable: u8,
+    pub reserved3: u8,
 }
 wire_msg!(
     CfgRxSteerReqV2,
     "mana_cfg_rx_steer_req_v2",
     120,
-    [reserved, reserved2]
+    [reserved, reserved2, reserved3]
 );
+
+/// `MANA_CONFIG_VPORT_RX` response; version 2 adds the CQE coalescing
+/// timeout (0: the device does not say).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct CfgRxSteerResp {
+    pub hdr: RespHdr,
+    pub cqe_coalescing_timeout_ns: U32,
+    pub reserved1: U32,
+}
+wire_msg!(CfgRxSteerResp, "mana_cfg_rx_steer_resp", 40, [reserved1]);
+
+impl CfgRxSteerResp {
+    /// Size of the version 1 response (the header only).
+    pub const V1_SIZE: usize = 32;
+}
 
 /// A `TRI_STATE` field of [`CfgRxSteerReqV2`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -338,6 +456,7 @@ impl CfgRxSteerReqV2 {
             ("update_hashkey", r.update_hashkey),
             ("update_indir_tab", r.update_indir_tab),
             ("cqe_coalescing_enable", r.cqe_coalescing_enable),
+            ("cqe8_coalescing_enable", r.cqe8_coalescing_enable),
         ] {
             if v > 1 {
                 return Err(inv(field, v.into(), "0 or 1"));
@@ -443,6 +562,41 @@ mod tests {
             &resp.as_bytes()[32..48],
             &[0, 4, 0, 0, 5, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0]
         );
+        resp.cq_moderation_comp = U16::new(0x20);
+        resp.cq_moderation_usec = U16::new(0x3ff);
+        resp.cq_moderation_enabled = 1;
+        assert_eq!(&resp.as_bytes()[48..56], &[0x20, 0, 0xff, 3, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn wqobj_versions() {
+        let mut r = CreateWqobjReq::new_zeroed();
+        r.hdr = ReqHdr::new(RequestCode::MANA_CREATE_WQ_OBJ, 88, 48);
+        let v1 = r.as_bytes().to_vec();
+        assert_eq!(CreateWqobjReqExt::of(&v1).unwrap().as_bytes(), &[0u8; 8]);
+        // Version 3 as a 7.x kernel sends it: moderation asked, 32
+        // completions or 100 us.
+        let mut v3 = v1.clone();
+        v3.extend_from_slice(&[0, 1, 32, 0, 100, 0, 0, 0]);
+        let e = CreateWqobjReqExt::of(&v3).unwrap();
+        assert_eq!(
+            (
+                e.allow_rqwqe_chain,
+                e.req_cq_moderation,
+                e.cq_moderation_comp.get(),
+                e.cq_moderation_usec.get()
+            ),
+            (0, 1, 32, 100)
+        );
+        v3[95] = 1;
+        assert_eq!(
+            CreateWqobjReqExt::of(&v3).unwrap_err().field(),
+            Some("reserved2")
+        );
+        assert_eq!(
+            CreateWqobjReqExt::of(&v3[..92]).unwrap_err().field(),
+            Some("hdr.req.msg_size")
+        );
     }
 
     fn steer(n: u16, update_tab: u8, rss: u32) -> std::vec::Vec<u8> {
@@ -505,5 +659,20 @@ mod tests {
         let mut m = steer(64, 1, 1);
         m[113] = 1;
         assert_eq!(field(&m), Some("reserved2"));
+        // The bytes v5 names: hash types (116..118), 8-packet coalescing
+        // (118), then one reserved byte.
+        let mut m = steer(64, 1, 1);
+        m[116] = 0x3f;
+        m[118] = 1;
+        let s = CfgRxSteerReqV2::decode_with_table(&m).unwrap();
+        assert_eq!(
+            (s.req.rss_hash_types.get(), s.req.cqe8_coalescing_enable),
+            (0x3f, 1)
+        );
+        m[118] = 2;
+        assert_eq!(field(&m), Some("cqe8_coalescing_enable"));
+        m[118] = 0;
+        m[119] = 1;
+        assert_eq!(field(&m), Some("reserved3"));
     }
 }

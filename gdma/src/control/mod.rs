@@ -33,6 +33,11 @@ pub const GDMA_MESSAGE_V1: u16 = 1;
 pub const GDMA_MESSAGE_V2: u16 = 2;
 /// Message format version 3 (`GDMA_MESSAGE_V3`).
 pub const GDMA_MESSAGE_V3: u16 = 3;
+/// Message format version 4 (`GDMA_MESSAGE_V4`): 7.x kernels ask it of
+/// `MANA_IB_GET_ADAPTER_CAP` (a `feature_flags` field after v3's).
+pub const GDMA_MESSAGE_V4: u16 = 4;
+/// Message format version 5 (`GDMA_MESSAGE_V5`), the newest Linux defines.
+pub const GDMA_MESSAGE_V5: u16 = 5;
 
 /// Largest request the HWC carries (`HW_CHANNEL_MAX_REQUEST_SIZE`).
 pub const HWC_MAX_REQUEST_SIZE: u32 = 0x1000;
@@ -197,18 +202,26 @@ impl WireType for ReqHdr {
                 });
             }
         }
-        for (field, v) in [
-            ("req.msg_version", self.req.msg_version.get()),
-            ("resp.msg_version", self.resp.msg_version.get()),
-        ] {
-            if !(GDMA_MESSAGE_V1..=GDMA_MESSAGE_V3).contains(&v) {
-                return Err(DecodeError::InvalidField {
-                    what: Self::NAME,
-                    field,
-                    value: v as u64,
-                    expected: "1, 2 or 3 (GDMA_MESSAGE_V1..V3)",
-                });
-            }
+        // The request's own format must be one the device parses; the
+        // response's is the newest the driver reads (the device answers at
+        // most that), so any version Linux defines is acceptable there.
+        let req_v = self.req.msg_version.get();
+        if !(GDMA_MESSAGE_V1..=GDMA_MESSAGE_V5).contains(&req_v) {
+            return Err(DecodeError::InvalidField {
+                what: Self::NAME,
+                field: "req.msg_version",
+                value: req_v as u64,
+                expected: "1 to 5 (GDMA_MESSAGE_V1..V5)",
+            });
+        }
+        let resp_v = self.resp.msg_version.get();
+        if !(GDMA_MESSAGE_V1..=GDMA_MESSAGE_V5).contains(&resp_v) {
+            return Err(DecodeError::InvalidField {
+                what: Self::NAME,
+                field: "resp.msg_version",
+                value: resp_v as u64,
+                expected: "1 to 5 (GDMA_MESSAGE_V1..V5)",
+            });
         }
         if (self.req.msg_size.get() as usize) < core::mem::size_of::<Self>() {
             return Err(DecodeError::InvalidField {
@@ -320,6 +333,7 @@ pub enum RequestCode {
     MANA_FENCE_RQ = 0x20006,
     MANA_CONFIG_VPORT_RX = 0x20007,
     MANA_QUERY_VPORT_CONFIG = 0x20008,
+    MANA_QUERY_LINK_CONFIG = 0x2000a,
     MANA_REGISTER_FILTER = 0x28000,
     MANA_DEREGISTER_FILTER = 0x28001,
     MANA_REGISTER_HW_PORT = 0x28003,
@@ -334,11 +348,12 @@ pub enum RequestCode {
     MANA_IB_CREATE_RC_QP = 0x3000a,
     MANA_IB_DESTROY_RC_QP = 0x3000b,
     MANA_IB_SET_QP_STATE = 0x3000d,
+    MANA_IB_QUERY_VF_COUNTERS = 0x30022,
 }
 
 impl RequestCode {
     /// Every code, for lookups and tests.
-    pub const ALL: [RequestCode; 40] = {
+    pub const ALL: [RequestCode; 42] = {
         use RequestCode::*;
         [
             GDMA_VERIFY_VF_DRIVER_VERSION,
@@ -367,6 +382,7 @@ impl RequestCode {
             MANA_FENCE_RQ,
             MANA_CONFIG_VPORT_RX,
             MANA_QUERY_VPORT_CONFIG,
+            MANA_QUERY_LINK_CONFIG,
             MANA_REGISTER_FILTER,
             MANA_DEREGISTER_FILTER,
             MANA_REGISTER_HW_PORT,
@@ -381,6 +397,7 @@ impl RequestCode {
             MANA_IB_CREATE_RC_QP,
             MANA_IB_DESTROY_RC_QP,
             MANA_IB_SET_QP_STATE,
+            MANA_IB_QUERY_VF_COUNTERS,
         ]
     };
 
@@ -419,6 +436,7 @@ impl RequestCode {
             MANA_FENCE_RQ => "MANA_FENCE_RQ",
             MANA_CONFIG_VPORT_RX => "MANA_CONFIG_VPORT_RX",
             MANA_QUERY_VPORT_CONFIG => "MANA_QUERY_VPORT_CONFIG",
+            MANA_QUERY_LINK_CONFIG => "MANA_QUERY_LINK_CONFIG",
             MANA_REGISTER_FILTER => "MANA_REGISTER_FILTER",
             MANA_DEREGISTER_FILTER => "MANA_DEREGISTER_FILTER",
             MANA_REGISTER_HW_PORT => "MANA_REGISTER_HW_PORT",
@@ -433,6 +451,7 @@ impl RequestCode {
             MANA_IB_CREATE_RC_QP => "MANA_IB_CREATE_RC_QP",
             MANA_IB_DESTROY_RC_QP => "MANA_IB_DESTROY_RC_QP",
             MANA_IB_SET_QP_STATE => "MANA_IB_SET_QP_STATE",
+            MANA_IB_QUERY_VF_COUNTERS => "MANA_IB_QUERY_VF_COUNTERS",
         }
     }
 }
@@ -495,6 +514,10 @@ mod tests {
         }
         assert_eq!(RequestCode::from_raw(0), None);
         assert_eq!(RequestCode::from_raw(0x20009), None);
+        assert_eq!(
+            RequestCode::from_raw(0x2000a),
+            Some(RequestCode::MANA_QUERY_LINK_CONFIG)
+        );
     }
 
     #[test]
@@ -525,10 +548,20 @@ mod tests {
             Some("req.hdr_type")
         );
         let mut b = good.as_bytes().to_vec();
-        b[24] = 9; // resp.msg_version
+        b[24] = 6; // resp.msg_version beyond GDMA_MESSAGE_V5
         assert_eq!(
             ReqHdr::decode(&b).unwrap_err().field(),
             Some("resp.msg_version")
+        );
+        // A driver may ask a newer response than the device writes (7.x's
+        // GET_ADAPTER_CAP asks v4); which request versions a request takes
+        // is the device's to check (7.x sends CONFIG_VPORT_RX v5).
+        b[24] = GDMA_MESSAGE_V4 as u8;
+        assert_eq!(ReqHdr::decode(&b).unwrap().resp.msg_version.get(), 4);
+        b[8] = 6; // req.msg_version
+        assert_eq!(
+            ReqHdr::decode(&b).unwrap_err().field(),
+            Some("req.msg_version")
         );
         let mut b = good.as_bytes().to_vec();
         b[12] = 39; // req.msg_size below the header
