@@ -98,40 +98,55 @@ if [ ! -f "$chroot_stamp" ] || [ "$(cat "$chroot_stamp")" != "$want_stamp" ]; th
 fi
 qemu_ver=$(chroot "$ROOT" dpkg-query -W -f='${Version}' qemu-system-x86)
 
-# --- 2. the cloud kernel ----------------------------------------------------
-kernel_stamp="$G/kernel/.net-mana-kernel"
+# --- 2. the cloud kernels ---------------------------------------------------
+# fetch_kernel DIR PICK: the cloud kernel whose metapackage version matches
+# the awk regex PICK (of `apt-cache madison`), into $G/DIR: vmlinuz, config,
+# version, the listed modules with their dependencies in load order. 7.x
+# splits the image into linux-{base,binary,modules}-<version> packages.
 want_kstamp="v1 ${MODULES[*]}"
-if [ ! -f "$kernel_stamp" ] || [ "$(cat "$kernel_stamp")" != "$want_kstamp" ]; then
+fetch_kernel() {
+    local dir=$1 pick=$2 kdir="$G/$1"
+    if [ -f "$kdir/.net-mana-kernel" ] && [ "$(cat "$kdir/.net-mana-kernel")" = "$want_kstamp" ]; then
+        return 0
+    fi
     chroot "$ROOT" apt-get -qq update
-    # The version the metapackage points at (e.g. linux-image-6.12.48+deb13-cloud-amd64).
-    pkg=$(chroot "$ROOT" apt-cache depends linux-image-cloud-amd64 |
-        sed -n 's/^ *Depends: \(linux-image-6\.12\.[^ ]*-cloud-amd64\(-unsigned\)\?\)$/\1/p' | head -1)
-    [ -n "$pkg" ] || { echo "guest-setup.sh: no linux-image-6.12.*-cloud-amd64 in $SUITE" >&2; exit 1; }
-    log "downloading $pkg"
-    rm -rf "$G/kernel" "$ROOT/tmp/kernel-deb"
-    mkdir -p "$ROOT/tmp/kernel-deb" "$G/kernel"
-    chroot "$ROOT" sh -c "cd /tmp/kernel-deb && apt-get -qq -o APT::Sandbox::User=root download $pkg"
-    deb=$(ls "$ROOT"/tmp/kernel-deb/*.deb)
+    local meta pkg kv deps
+    meta=$(chroot "$ROOT" apt-cache madison linux-image-cloud-amd64 |
+        awk -F' *[|] *' -v pick="$pick" '$2 ~ pick { print $2; exit }')
+    [ -n "$meta" ] || { echo "guest-setup.sh: no linux-image-cloud-amd64 matching $pick" >&2; exit 1; }
+    pkg=$(chroot "$ROOT" apt-cache depends "linux-image-cloud-amd64=$meta" |
+        sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-cloud-amd64\(-unsigned\)\?\)$/\1/p' | head -1)
+    [ -n "$pkg" ] || { echo "guest-setup.sh: linux-image-cloud-amd64 $meta names no kernel image" >&2; exit 1; }
+    kv=${pkg#linux-image-}; kv=${kv%-unsigned}
+    deps=$(chroot "$ROOT" apt-cache depends "$pkg" |
+        sed -n "s/^ *Depends: \(linux-\(base\|binary\|modules\)-$kv\)\$/\1/p")
+    log "downloading $pkg $(echo $deps)"
+    rm -rf "$kdir" "$ROOT/tmp/kernel-deb"
+    mkdir -p "$ROOT/tmp/kernel-deb" "$kdir"
+    chroot "$ROOT" sh -c "cd /tmp/kernel-deb && apt-get -qq -o APT::Sandbox::User=root download $pkg $(echo $deps)"
     # Extracted inside the chroot, whose kmod reads the modules' .modinfo.
-    x="$ROOT/tmp/kernel-x"
+    local x="$ROOT/tmp/kernel-x" deb
     rm -rf "$x"
-    dpkg-deb -x "$deb" "$x"
+    for deb in "$ROOT"/tmp/kernel-deb/*.deb; do dpkg-deb -x "$deb" "$x"; done
     # trixie ships modules under /usr/lib (merged /usr).
-    mods="$x/usr/lib/modules"
+    local mods="$x/usr/lib/modules"
     [ -d "$mods" ] || mods="$x/lib/modules"
+    local kver
     kver=$(ls "$mods")
-    cp "$x/boot/vmlinuz-$kver" "$G/kernel/vmlinuz"
-    cp "$x/boot/config-$kver" "$G/kernel/config"
+    # /boot in 6.12's package; next to the modules in 7.x's.
+    for f in vmlinuz config; do
+        if [ -f "$x/boot/$f-$kver" ]; then cp "$x/boot/$f-$kver" "$kdir/$f"; else cp "$mods/$kver/$f" "$kdir/$f"; fi
+    done
     # The listed modules and everything they depend on (modinfo's `depends`;
     # the package has no modules.dep, depmod runs at install time),
     # decompressed, in load order: dependencies first.
-    moddir="$mods/$kver"
+    local moddir="$mods/$kver" f n m
     declare -A path_of=()
     while IFS= read -r f; do
         n=${f##*/}; n=${n%.xz}; n=${n%.zst}; n=${n%.ko}; n=${n//-/_}
         path_of[$n]=$f
     done < <(find "$moddir" -name '*.ko*')
-    order=()
+    local order=()
     declare -A seen=()
     visit() {
         local m=$1 f d deps
@@ -144,23 +159,27 @@ if [ ! -f "$kernel_stamp" ] || [ "$(cat "$kernel_stamp")" != "$want_kstamp" ]; t
         order+=("$m")
     }
     for m in "${MODULES[@]}"; do visit "$m"; done
-    mkdir -p "$G/kernel/modules"
-    : >"$G/kernel/modules.order"
+    mkdir -p "$kdir/modules"
+    : >"$kdir/modules.order"
     for m in "${order[@]}"; do
         f=${path_of[$m]}
         n=${f##*/}
         case "$n" in
-            *.xz) xz -dc "$f" >"$G/kernel/modules/${n%.xz}" ;;
-            *.zst) zstd -qdc "$f" >"$G/kernel/modules/${n%.zst}" ;;
-            *) cp "$f" "$G/kernel/modules/$n" ;;
+            *.xz) xz -dc "$f" >"$kdir/modules/${n%.xz}" ;;
+            *.zst) zstd -qdc "$f" >"$kdir/modules/${n%.zst}" ;;
+            *) cp "$f" "$kdir/modules/$n" ;;
         esac
         n=${n%.xz}; n=${n%.zst}
-        echo "$n" >>"$G/kernel/modules.order"
+        echo "$n" >>"$kdir/modules.order"
     done
-    echo "$kver" >"$G/kernel/version"
+    echo "$kver" >"$kdir/version"
     rm -rf "$x" "$ROOT/tmp/kernel-deb"
-    echo "$want_kstamp" >"$kernel_stamp"
-fi
+    echo "$want_kstamp" >"$kdir/.net-mana-kernel"
+}
+# trixie's 6.12, the issue's kernel; trixie-backports' (7.x), whose mana
+# handles the device's service-reset event (emu-pci/README.md).
+fetch_kernel kernel '^6[.]12[.]'
+fetch_kernel kernel-backports 'bpo'
 kver=$(cat "$G/kernel/version")
 
 # --- 3. the guest's base userspace ------------------------------------------
@@ -231,4 +250,4 @@ if [ ! -f "$rootfs_stamp" ] || [ "$(cat "$rootfs_stamp")" != "$want_rstamp" ]; t
     echo "$want_rstamp" >"$rootfs_stamp"
 fi
 
-log "ready: QEMU $qemu_ver, kernel $kver, $(wc -l <"$G/kernel/modules.order") modules, in $G"
+log "ready: QEMU $qemu_ver, kernel $kver ($(wc -l <"$G/kernel/modules.order") modules) and $(cat "$G/kernel-backports/version") from backports, in $G"

@@ -590,7 +590,8 @@ fn rdma_adapter_lifecycle() {
 }
 
 /// The RDMA function deregistered with its adapter alive: the device
-/// destroys it and records it as left behind.
+/// destroys it and records it as left behind; the PCI function's doorbell
+/// pages stay.
 #[test]
 fn rdma_deregister_destroys_what_is_left() {
     let mut d = Driver::up();
@@ -612,12 +613,31 @@ fn rdma_deregister_destroys_what_is_left() {
         macs: Default::default(),
         gids: Default::default(),
     });
+    // A user context's doorbell page (the function's, no device id), as a
+    // 7.x kernel's Ethernet IB device (`manae_0`) holds one for testpmd.
+    let mut r = AllocateResourceRangeReq::new_zeroed();
+    r.hdr = req_hdr(RequestCode::GDMA_ALLOCATE_RESOURCE_RANGE, 56, 36);
+    r.resource_type = U32::new(GDMA_RESOURCE_DOORBELL_PAGE);
+    r.num_resources = U32::new(1);
+    r.alignment = U32::new(1);
+    let page = AllocateResourceRangeResp::decode(&d.request(r.as_mut_bytes()))
+        .unwrap()
+        .allocated_resources
+        .get();
     let mut dereg = ReqHdr::new(RequestCode::GDMA_DEREGISTER_DEVICE, 40, 32);
     dereg.dev_id = ib;
     assert_eq!(status_of(&d.request(dereg.as_mut_bytes())), 0);
     assert!(d.dev.rdma.adapter.is_none());
-    assert_eq!(d.dev.ledger.leaked.len(), 1);
+    assert_eq!(d.dev.ledger.leaked.len(), 1, "{:?}", d.dev.ledger.leaked);
     assert!(d.dev.ledger.leaked[0].starts_with("adapter 0x3000"));
+    // The function's page outlives the RDMA device and is freed later.
+    assert!(d.dev.rdma.db_pages.contains(&page));
+    let mut f = DestroyResourceRangeReq::new_zeroed();
+    f.hdr = req_hdr(RequestCode::GDMA_DESTROY_RESOURCE_RANGE, 52, 32);
+    f.resource_type = U32::new(GDMA_RESOURCE_DOORBELL_PAGE);
+    f.num_resources = U32::new(1);
+    f.allocated_resources = U32::new(page);
+    assert_eq!(status_of(&d.request(f.as_mut_bytes())), 0);
     // The Ethernet function's registration is untouched by this.
     let mana = DevId::new(GDMA_DEVICE_MANA, 0).as_u32();
     assert!(d.dev.registered.contains_key(&mana));

@@ -288,7 +288,7 @@ impl Device {
         let leaked = if dev.ty.get() == GDMA_DEVICE_MANA {
             self.mana_reset()
         } else {
-            self.rdma_reset()
+            self.rdma_drop_adapter().into_iter().collect()
         };
         for l in leaked {
             log::warn!("DEREGISTER_DEVICE: {l} was still alive; destroyed by the device");

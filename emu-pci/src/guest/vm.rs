@@ -65,20 +65,23 @@ impl Pieces {
         if !chroot.join("usr/bin/qemu-system-x86_64").exists() {
             return Err(missing("QEMU (chroot/usr/bin/qemu-system-x86_64)"));
         }
-        let kernel = g.join("kernel/vmlinuz");
+        // trixie's 6.12 (`kernel/`), or trixie-backports' kernel
+        // (`kernel-backports/`) when MANA_GUEST_KERNEL names it.
+        let kdir = std::env::var("MANA_GUEST_KERNEL").unwrap_or_else(|_| "kernel".into());
+        let kernel = g.join(&kdir).join("vmlinuz");
         if !kernel.exists() {
-            return Err(missing("the kernel (kernel/vmlinuz)"));
+            return Err(missing(&format!("the kernel ({kdir}/vmlinuz)")));
         }
-        let kernel_version = fs::read_to_string(g.join("kernel/version"))
-            .map_err(|_| missing("kernel/version"))?
+        let kernel_version = fs::read_to_string(g.join(&kdir).join("version"))
+            .map_err(|_| missing(&format!("{kdir}/version")))?
             .trim()
             .to_string();
-        let order = fs::read_to_string(g.join("kernel/modules.order"))
-            .map_err(|_| missing("kernel/modules.order"))?;
+        let order = fs::read_to_string(g.join(&kdir).join("modules.order"))
+            .map_err(|_| missing(&format!("{kdir}/modules.order")))?;
         let modules = order
             .lines()
             .filter(|l| !l.is_empty())
-            .map(|l| g.join("kernel/modules").join(l))
+            .map(|l| g.join(&kdir).join("modules").join(l))
             .collect::<Vec<_>>();
         if let Some(m) = modules.iter().find(|m| !m.exists()) {
             return Err(missing(&m.display().to_string()));

@@ -124,17 +124,24 @@ impl Device {
         }
     }
 
+    /// Destroys the RDMA device's adapter (its deregistration); returns it
+    /// if it was alive. Doorbell pages, PDs and MRs are the PCI function's
+    /// (their requests name no device): a 7.x kernel deregisters its RDMA
+    /// device while the Ethernet function's IB device (`manae_0`) still
+    /// holds a user's, so they go with the function ([`Device::rdma_reset`]).
+    pub(crate) fn rdma_drop_adapter(&mut self) -> Option<String> {
+        let a = self.rdma.adapter.take()?;
+        Some(format!(
+            "adapter {:#x} ({} MACs, {} GIDs)",
+            a.handle,
+            a.macs.len(),
+            a.gids.len()
+        ))
+    }
+
     /// Destroys the RDMA function's objects; returns what was alive.
     pub(crate) fn rdma_reset(&mut self) -> Vec<String> {
-        let mut leaked = Vec::new();
-        if let Some(a) = self.rdma.adapter.take() {
-            leaked.push(format!(
-                "adapter {:#x} ({} MACs, {} GIDs)",
-                a.handle,
-                a.macs.len(),
-                a.gids.len()
-            ));
-        }
+        let mut leaked: Vec<String> = self.rdma_drop_adapter().into_iter().collect();
         for p in std::mem::take(&mut self.rdma.db_pages) {
             leaked.push(format!("doorbell page {p}"));
         }
