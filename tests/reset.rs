@@ -438,10 +438,13 @@ fn a_hot_remove_during_recovery_ends_in_removal() {
         out.contains("the PCI function was removed; close the port"),
         "{out}"
     );
-    assert!(
-        out.contains("net_mana: 7870:00:00.0_port1: PCI function 7870:00:00.0 is gone; waiting 500ms for a rescan to bring it back"),
-        "{out}"
-    );
+    assert_waited_for_rescan(&out, "500ms");
+}
+
+/// The driver said it waits `grace` for the vanished PCI function.
+fn assert_waited_for_rescan(out: &str, grace: &str) {
+    let want = format!("net_mana: 7870:00:00.0_port1: PCI function 7870:00:00.0 is gone; waiting {grace} for a rescan to bring it back");
+    assert!(out.contains(&want), "no {want:?} in:\n{out}");
 }
 
 /// An FPGA reconfiguration (later kernels' `FPGA_RECONFIG` handler)
@@ -484,10 +487,7 @@ fn a_function_removed_and_rescanned_within_the_grace_recovers() {
             "{out}"
         );
     }
-    assert!(
-        out.contains("net_mana: 7870:00:00.0_port1: PCI function 7870:00:00.0 is gone; waiting 15s for a rescan to bring it back"),
-        "{out}"
-    );
+    assert_waited_for_rescan(&out, "15s");
 }
 
 /// The device resets again right after the rebuild attached the last

@@ -589,6 +589,20 @@ fn rdma_adapter_lifecycle() {
     assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
 }
 
+/// One doorbell page for a user context, as `mana_ib`'s `alloc_ucontext`
+/// asks for it.
+fn alloc_db_page(d: &mut Driver) -> u32 {
+    let mut r = AllocateResourceRangeReq::new_zeroed();
+    r.hdr = req_hdr(RequestCode::GDMA_ALLOCATE_RESOURCE_RANGE, 56, 36);
+    r.resource_type = U32::new(GDMA_RESOURCE_DOORBELL_PAGE);
+    r.num_resources = U32::new(1);
+    r.alignment = U32::new(1);
+    AllocateResourceRangeResp::decode(&d.request(r.as_mut_bytes()))
+        .unwrap()
+        .allocated_resources
+        .get()
+}
+
 /// The RDMA function deregistered with its adapter alive: the device
 /// destroys it and records it as left behind; the PCI function's doorbell
 /// pages stay.
@@ -615,15 +629,7 @@ fn rdma_deregister_destroys_what_is_left() {
     });
     // A user context's doorbell page (the function's, no device id), as a
     // 7.x kernel's Ethernet IB device (`manae_0`) holds one for testpmd.
-    let mut r = AllocateResourceRangeReq::new_zeroed();
-    r.hdr = req_hdr(RequestCode::GDMA_ALLOCATE_RESOURCE_RANGE, 56, 36);
-    r.resource_type = U32::new(GDMA_RESOURCE_DOORBELL_PAGE);
-    r.num_resources = U32::new(1);
-    r.alignment = U32::new(1);
-    let page = AllocateResourceRangeResp::decode(&d.request(r.as_mut_bytes()))
-        .unwrap()
-        .allocated_resources
-        .get();
+    let page = alloc_db_page(&mut d);
     let mut dereg = ReqHdr::new(RequestCode::GDMA_DEREGISTER_DEVICE, 40, 32);
     dereg.dev_id = ib;
     assert_eq!(status_of(&d.request(dereg.as_mut_bytes())), 0);
@@ -885,15 +891,7 @@ fn late_mr_on_a_bound_vport() {
 
     // The user context: a doorbell page and a PD; the raw SQ's QP binds
     // the vPort to them.
-    let mut a = AllocateResourceRangeReq::new_zeroed();
-    a.hdr = req_hdr(RequestCode::GDMA_ALLOCATE_RESOURCE_RANGE, 56, 36);
-    a.resource_type = U32::new(GDMA_RESOURCE_DOORBELL_PAGE);
-    a.num_resources = U32::new(1);
-    a.alignment = U32::new(1);
-    let page = AllocateResourceRangeResp::decode(&d.request(a.as_mut_bytes()))
-        .unwrap()
-        .allocated_resources
-        .get();
+    let page = alloc_db_page(&mut d);
     let mut pd = CreatePdReq::new_zeroed();
     pd.hdr = req_hdr(RequestCode::GDMA_CREATE_PD, 48, 48);
     let p = CreatePdResp::decode(&d.request(pd.as_mut_bytes())).unwrap();

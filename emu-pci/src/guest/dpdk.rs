@@ -2,11 +2,11 @@
 //! real libibverbs/libmana/`mana_ib`, with our PMD or DPDK's C driver,
 //! checked against the host peer's and the device's counters.
 
-use super::peer;
+use super::peer::{self, LinkCounters};
 use super::scenarios::{ipv4_frame, udp, Outcome, Tier, MAC, MAC_STR, PCI};
 use crate::rdma::CAP_MAX_QP;
 use crate::vfio::lock;
-use mana_emu::device::{Fault, QueueCounters, Trigger};
+use mana_emu::device::{Fault, PortCounters, QueueCounters, Trigger};
 use std::time::{Duration, Instant};
 
 /// The PMD testpmd loads in the guest.
@@ -320,6 +320,11 @@ impl Tier {
             std::thread::sleep(Duration::from_millis(300));
         }
         std::thread::sleep(Duration::from_millis(500));
+        self.round_since(&p0, &d0)
+    }
+
+    /// What the peer and the device counted since `p0` and `d0`.
+    fn round_since(&self, p0: &LinkCounters, d0: &PortCounters) -> Result<Round, String> {
         let (p1, d1) = (
             self.peer.counters().map_err(|e| e.to_string())?,
             self.port(),
@@ -555,16 +560,7 @@ impl Tier {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        let (p1, d1) = (
-            self.peer.counters().map_err(|e| e.to_string())?,
-            self.port(),
-        );
-        Ok(Round {
-            peer_tx: (p1.tx_packets - p0.tx_packets, p1.tx_bytes - p0.tx_bytes),
-            dev_rx: (d1.rx_packets - d0.rx_packets, d1.rx_bytes - d0.rx_bytes),
-            dev_tx: (d1.tx_packets - d0.tx_packets, d1.tx_bytes - d0.tx_bytes),
-            peer_rx: (p1.rx_packets - p0.rx_packets, p1.rx_bytes - p0.rx_bytes),
-        })
+        self.round_since(&p0, &d0)
     }
 }
 
