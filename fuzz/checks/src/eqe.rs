@@ -9,7 +9,7 @@ use zerocopy::IntoBytes;
 use crate::bits::{assert_decode_err, assert_encode_err, field, le32, padded};
 
 /// The `gdma_eqe_type` values (Linux `include/net/mana/gdma.h`).
-const TYPES: [u8; 8] = [3, 64, 129, 130, 131, 132, 133, 176];
+const TYPES: [u8; 9] = [3, 64, 129, 130, 131, 132, 133, 135, 176];
 
 /// Decodes the bytes as an EQE, then runs the encoders on what follows.
 pub fn check(data: &[u8]) {
