@@ -66,6 +66,22 @@ pub(super) fn testpmd_cmd(pmd: Pmd, extra_eal: &str, args: &str) -> String {
 }
 
 impl Tier {
+    /// testpmd with our PMD, ports not started, runs `cmd` and quits; its
+    /// whole output.
+    fn testpmd_once(&mut self, cmd: &str) -> Result<String, String> {
+        self.sh(
+            &format!(
+                "printf '{cmd}\\nquit\\n' | {} 2>&1",
+                testpmd_cmd(
+                    Pmd::Rust,
+                    "",
+                    "-i --disable-device-start --total-num-mbufs=2048"
+                )
+            ),
+            Duration::from_secs(120),
+        )
+    }
+
     /// Bookworm's dpdk-testpmd (DPDK 22.11) with our PMD in the guest, on
     /// the real libibverbs/libmana/mana_ib: the PCI function is probed and
     /// its port has the vPort's MAC and the limits the real stack reports
@@ -83,17 +99,7 @@ impl Tier {
             .get("GDMA_CREATE_PD")
             .copied()
             .unwrap_or(0);
-        let out = self.sh(
-            &format!(
-                "printf 'show port info 0\\nquit\\n' | {} 2>&1",
-                testpmd_cmd(
-                    Pmd::Rust,
-                    "",
-                    "-i --disable-device-start --total-num-mbufs=2048"
-                )
-            ),
-            Duration::from_secs(120),
-        )?;
+        let out = self.testpmd_once("show port info 0")?;
         let want = [
             "EAL: Probe PCI driver: net_mana (1414:00ba) device: 0000:00:01.0",
             "MAC address: 00:15:5D:4E:0A:01",
@@ -575,17 +581,7 @@ impl Tier {
         self.load_mana_ib()?;
         self.sh30("ip link set eth0 up")?;
         let wq_before = lock(&self.func.dev).wq_objs.len();
-        let out = self.sh(
-            &format!(
-                "printf 'port start 0\\nquit\\n' | {} 2>&1",
-                testpmd_cmd(
-                    Pmd::Rust,
-                    "",
-                    "-i --disable-device-start --total-num-mbufs=2048"
-                )
-            ),
-            Duration::from_secs(120),
-        )?;
+        let out = self.testpmd_once("port start 0")?;
         let want = [
             "tx queue 0: the kernel still uses port 00:15:5d:4e:0a:01 (eth0): run 'ip link set eth0 down' before starting DPDK",
             "Fail to start port 0",
