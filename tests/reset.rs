@@ -116,6 +116,19 @@ fn wait_for_events(t: &Testpmd, port: u16, what: &str, n: usize, timeout: Durati
     }
 }
 
+/// Both ports of the pair report their first RECOVERY_SUCCESS.
+fn wait_both_recovered(t: &Testpmd) {
+    for port in 0..2 {
+        wait_for_events(
+            t,
+            port,
+            "error recovery successful",
+            1,
+            Duration::from_secs(20),
+        );
+    }
+}
+
 #[test]
 fn many_resets_under_multiqueue_traffic_recover_in_order_and_lose_no_mbuf() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -202,15 +215,7 @@ fn a_reset_during_the_rebuild_is_recovered_from_too() {
         .port(MAC0)
         .unwrap()
         .tx_packets;
-    for port in 0..2 {
-        wait_for_events(
-            &t,
-            port,
-            "error recovery successful",
-            1,
-            Duration::from_secs(20),
-        );
-    }
+    wait_both_recovered(&t);
     std::thread::sleep(Duration::from_millis(500));
     t.wait_device(Duration::from_secs(10), |c| {
         c.port(MAC0).is_some_and(|p| p.tx_packets > tx0 + 1000)
@@ -463,15 +468,7 @@ fn a_function_removed_and_rescanned_within_the_grace_recovers() {
     wait_for_events(&t, 0, "error recovering", 1, Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(1000));
     t.fault(Fault::HotAdd { pci: PCI.into() }).unwrap();
-    for port in 0..2 {
-        wait_for_events(
-            &t,
-            port,
-            "error recovery successful",
-            1,
-            Duration::from_secs(20),
-        );
-    }
+    wait_both_recovered(&t);
     let before = t.port_stats(0).unwrap().tx_packets;
     std::thread::sleep(Duration::from_millis(300));
     assert!(

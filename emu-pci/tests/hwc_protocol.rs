@@ -478,17 +478,7 @@ fn rdma_adapter_lifecycle() {
 
     // An EQ of its own: a one-page DMA region, then GDMA_CREATE_QUEUE on
     // the RDMA function's PD and doorbell page.
-    let mut dr = CreateDmaRegionReq::new_zeroed();
-    dr.hdr = req_hdr(RequestCode::GDMA_CREATE_DMA_REGION, 72, 40);
-    dr.length = U64::new(4096);
-    dr.page_count = U32::new(1);
-    dr.page_addr_list_len = U32::new(1);
-    let mut m = dr.as_bytes().to_vec();
-    m.extend_from_slice(&0x2_0000u64.to_le_bytes());
-    let region = CreateDmaRegionResp::decode(&d.request(&mut m))
-        .unwrap()
-        .dma_region_handle
-        .get();
+    let region = one_page_region(&mut d, 0x2_0000);
     let mut cq = CreateQueueReq::new_zeroed();
     cq.hdr = ib_hdr(RequestCode::GDMA_CREATE_QUEUE, 96, 36);
     cq.queue_type = U32::new(4);
@@ -587,6 +577,20 @@ fn rdma_adapter_lifecycle() {
     assert_eq!(d.dev.ledger.unanswered(), 0);
     assert!(d.dev.ledger.unimplemented.is_empty());
     assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
+}
+
+/// A one-page DMA region at `gpa`; its handle.
+fn one_page_region(d: &mut Driver, gpa: u64) -> u64 {
+    let mut dr = CreateDmaRegionReq::new_zeroed();
+    dr.hdr = req_hdr(RequestCode::GDMA_CREATE_DMA_REGION, 72, 40);
+    dr.length = U64::new(4096);
+    dr.page_count = U32::new(1);
+    dr.page_addr_list_len = U32::new(1);
+    let mut m = dr.as_bytes().to_vec();
+    m.extend_from_slice(&gpa.to_le_bytes());
+    let c = CreateDmaRegionResp::decode(&d.request(&mut m)).unwrap();
+    assert_eq!(c.hdr.status.get(), 0);
+    c.dma_region_handle.get()
 }
 
 /// One doorbell page for a user context, as `mana_ib`'s `alloc_ucontext`
@@ -862,18 +866,6 @@ fn late_mr_on_a_bound_vport() {
         h.dev_id = eth;
         h
     };
-    let region = |d: &mut Driver, gpa: u64| {
-        let mut dr = CreateDmaRegionReq::new_zeroed();
-        dr.hdr = req_hdr(RequestCode::GDMA_CREATE_DMA_REGION, 72, 40);
-        dr.length = U64::new(4096);
-        dr.page_count = U32::new(1);
-        dr.page_addr_list_len = U32::new(1);
-        let mut m = dr.as_bytes().to_vec();
-        m.extend_from_slice(&gpa.to_le_bytes());
-        let c = CreateDmaRegionResp::decode(&d.request(&mut m)).unwrap();
-        assert_eq!(c.hdr.status.get(), 0);
-        c.dma_region_handle.get()
-    };
 
     // The Ethernet function registered, with an EQ (the kernel's part).
     let mut reg = eth_hdr(RequestCode::GDMA_REGISTER_DEVICE, 40, 44);
@@ -884,7 +876,7 @@ fn late_mr_on_a_bound_vport() {
     eq.queue_type = U32::new(4);
     eq.pdid = g.pdid;
     eq.doorbell_id = g.db_id;
-    eq.gdma_region = U64::new(region(&mut d, EQ_MEM));
+    eq.gdma_region = U64::new(one_page_region(&mut d, EQ_MEM));
     eq.queue_size = U32::new(4096);
     let e = CreateQueueResp::decode(&d.request(eq.as_mut_bytes())).unwrap();
     assert_eq!(e.hdr.status.get(), 0);
@@ -909,8 +901,8 @@ fn late_mr_on_a_bound_vport() {
     wq.hdr.resp.msg_version = U16::new(GDMA_MESSAGE_V2);
     wq.vport = U64::new(mana_pci::mana::VPORT_HANDLE);
     wq.wq_type = U32::new(2);
-    wq.wq_gdma_region = U64::new(region(&mut d, RQ_MEM));
-    wq.cq_gdma_region = U64::new(region(&mut d, CQ_MEM));
+    wq.wq_gdma_region = U64::new(one_page_region(&mut d, RQ_MEM));
+    wq.cq_gdma_region = U64::new(one_page_region(&mut d, CQ_MEM));
     wq.wq_size = U32::new(4096);
     wq.cq_size = U32::new(4096);
     wq.cq_parent_qid = e.queue_index;
@@ -937,7 +929,7 @@ fn late_mr_on_a_bound_vport() {
     mr.hdr = req_hdr(RequestCode::GDMA_CREATE_MR, 88, 48);
     mr.pd_handle = p.pd_handle;
     mr.mr_type = U32::new(GDMA_MR_TYPE_GVA);
-    mr.dma_region_handle = U64::new(region(&mut d, BUF));
+    mr.dma_region_handle = U64::new(one_page_region(&mut d, BUF));
     mr.virtual_address = U64::new(VA);
     mr.access_flags = U32::new(1);
     let m = CreateMrResp::decode(&d.request(mr.as_mut_bytes())).unwrap();
