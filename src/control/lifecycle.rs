@@ -8,7 +8,7 @@ use crate::control::port::{install_bursts, Ctrl, Port};
 use crate::control::queues::{self, Kind, Plan, QueueSet};
 use crate::control::reset::Phase;
 use crate::control::rss::RETA_SIZE;
-use crate::dataplane::rxq::{RxConf, RxQueue};
+use crate::dataplane::rxq::{RxConf, RxQueue, MIN_BUF_LEN};
 use crate::dataplane::txq::{TxConf, TxQueue};
 use crate::ffi::consts::*;
 use crate::ffi::{self, compat};
@@ -128,6 +128,11 @@ pub fn setup_rx(
     // SAFETY: a mempool from the application (ethdev checked it is not null).
     let room = u32::from(unsafe { ffi::mana_shim_pktmbuf_data_room_size(mp) });
     let buf_len = room.saturating_sub(ffi::RTE_PKTMBUF_HEADROOM);
+    if buf_len < MIN_BUF_LEN {
+        return Err(at(Error::invalid(format!(
+            "mbufs hold {buf_len} bytes after the headroom, fewer than a {MIN_BUF_LEN}-byte minimum frame: use a larger mbuf data room"
+        ))));
+    }
     let frame = frame_len(d.mtu);
     if buf_len < frame {
         return Err(at(Error::invalid(format!(
@@ -238,6 +243,7 @@ pub fn start(p: &Port) -> Result<()> {
 /// Builds and attaches the queues on the current device.
 fn start_locked(p: &Port, ctrl: &mut Ctrl) -> Result<()> {
     let plan = Plan::new(p, ctrl)?;
+    crate::control::mtu::apply(p)?;
     let dev = ctrl
         .dev
         .as_ref()
@@ -407,20 +413,7 @@ pub fn set_mtu(p: &Port, mtu: u16) -> Result<()> {
             q.conf.buf_len
         )));
     }
-    let path =
-        p.ib.ibdev_path
-            .join("device/net")
-            .join(&p.netdev.ifname)
-            .join("mtu");
-    std::fs::write(&path, format!("{mtu}\n")).map_err(|e| {
-        Error::new(
-            e.raw_os_error().unwrap_or(libc::EIO),
-            format!(
-                "cannot set MTU {mtu} through {}: {e} (needs CAP_NET_ADMIN)",
-                path.display()
-            ),
-        )
-    })
+    crate::control::mtu::write(p, mtu)
 }
 
 /// VLAN strip on every receive queue (`None`) or one, at once, while the

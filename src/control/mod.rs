@@ -9,6 +9,7 @@ pub mod intr;
 pub mod lifecycle;
 pub mod mp;
 pub mod mr;
+pub mod mtu;
 pub mod port;
 pub mod queues;
 pub mod reset;

@@ -425,6 +425,15 @@ fn install(port: &Arc<Port>, dev: &mut Option<Device>) -> Outcome {
                 Err(e) => return Outcome::Failed(e.to_string()),
             }
         };
+        // A netdev the kernel re-created (unbind/bind, remove/rescan) has
+        // its default MTU again. Traffic within it still flows, so a
+        // refusal is said, not made fatal.
+        if let Err(e) = crate::control::mtu::apply(port) {
+            warn!(
+                "{}: {e}; frames beyond the netdev's MTU are dropped until the port is restarted",
+                port.name
+            );
+        }
         let d = dev.as_ref().expect("device kept until installed");
         let built = match queues::build(port, d, &plan) {
             Ok(b) => b,

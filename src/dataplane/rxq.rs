@@ -50,6 +50,12 @@ pub struct RxStats {
     pub lost_to_reset: Counter,
 }
 
+/// The least a receive buffer holds after the headroom: a minimum frame.
+/// Queue setup refuses smaller ones; the burst reads a frame's head
+/// (`rx_flags::FRAME_HEAD` bytes) relying on it.
+pub const MIN_BUF_LEN: u32 = 64;
+const _: () = assert!(rx_flags::FRAME_HEAD as u32 <= MIN_BUF_LEN);
+
 /// What a receive queue was set up with; fixed for its life.
 #[repr(C)]
 pub struct RxConf {
@@ -287,7 +293,11 @@ impl RxQueue {
     /// dropped (a VLAN tag that could not be put back).
     #[inline(always)]
     fn fill(&self, m: *mut rte_mbuf, flags: u32, len: u16, hash: u32) -> bool {
-        let (ol, ptype, tci) = rx_flags::meta(flags);
+        let (ol, ptype, tci) = rx_flags::packet_meta(flags, len, || {
+            // SAFETY: a posted buffer holds at least `MIN_BUF_LEN` bytes
+            // (queue setup checks), more than the head read here.
+            unsafe { mbuf::data_head::<{ rx_flags::FRAME_HEAD }>(m) }
+        });
         // SAFETY: a posted mbuf the device just filled; we own it.
         unsafe {
             mbuf::set_data_len(m, len);

@@ -137,6 +137,21 @@ pub unsafe fn set_rearm(m: *mut rte_mbuf, word: u64) {
     unsafe { rearm_ptr(m).write(word) }
 }
 
+/// The first `N` bytes of the data of `m`, from `buf_addr + data_off`.
+///
+/// # Safety
+/// `m` is a valid mbuf whose buffer holds at least `N` bytes after
+/// `data_off` (what they contain beyond the packet is not looked at here).
+#[inline(always)]
+pub unsafe fn data_head<const N: usize>(m: *const rte_mbuf) -> [u8; N] {
+    // SAFETY: `m` is valid and its buffer spans `data_off + N` bytes
+    // (caller); an unaligned read of plain bytes.
+    unsafe {
+        let at = ((*m).buf_addr as *const u8).add(usize::from(data_off(m)));
+        (at as *const [u8; N]).read_unaligned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

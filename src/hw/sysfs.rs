@@ -4,7 +4,7 @@
 use crate::hw::mac::MacAddr;
 use std::fmt;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Most ports (IB ports, each with its netdev and MAC) one MANA function
 /// carries, as the `mac=` devargs can select.
@@ -75,27 +75,40 @@ pub struct PortNetdev {
     pub up: bool,
 }
 
-/// The netdev whose `dev_port` is `ib_port - 1` (Ethernet ports count from 0,
-/// IB ports from 1).
+/// The sysfs directory of the netdev of PCI function `function_dir` whose
+/// `dev_port` is `ib_port - 1` (Ethernet ports count from 0, IB ports from
+/// 1). Looked up each time: a reset through the kernel may re-create the
+/// netdev, under another name, and the RDMA device under another too.
+pub fn port_netdev_dir(function_dir: &Path, ib_port: u32) -> Option<PathBuf> {
+    let net = function_dir.join("net");
+    fs::read_dir(net)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|dir| {
+            read_trimmed(&dir.join("dev_port")).and_then(|s| s.parse::<u32>().ok())
+                == Some(ib_port.wrapping_sub(1))
+        })
+}
+
+/// The netdev of IB port `ib_port`.
 pub fn port_netdev(ibdev_path: &Path, ib_port: u32) -> Option<PortNetdev> {
-    let net = ibdev_path.join("device/net");
-    for entry in fs::read_dir(net).ok()?.flatten() {
-        let dir = entry.path();
-        let dev_port = read_trimmed(&dir.join("dev_port")).and_then(|s| s.parse::<u32>().ok());
-        if dev_port != Some(ib_port.wrapping_sub(1)) {
-            continue;
-        }
-        let mac = read_trimmed(&dir.join("address"))?.parse().ok()?;
-        let flags = read_trimmed(&dir.join("flags"))
-            .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok())
-            .unwrap_or(0);
-        return Some(PortNetdev {
-            ifname: entry.file_name().to_string_lossy().into_owned(),
-            mac,
-            up: flags & 1 != 0,
-        });
-    }
-    None
+    let dir = port_netdev_dir(&ibdev_path.join("device"), ib_port)?;
+    let mac = read_trimmed(&dir.join("address"))?.parse().ok()?;
+    let flags = read_trimmed(&dir.join("flags"))
+        .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+        .unwrap_or(0);
+    Some(PortNetdev {
+        ifname: dir.file_name()?.to_string_lossy().into_owned(),
+        mac,
+        up: flags & 1 != 0,
+    })
+}
+
+/// The MTU in a netdev's `mtu` file (`dir` from [`port_netdev_dir`]): the
+/// vPort's, which the kernel's `mana` driver programs on the device.
+pub fn netdev_mtu(dir: &Path) -> Option<u16> {
+    read_trimmed(&dir.join("mtu"))?.parse().ok()
 }
 
 pub fn read_trimmed(path: &Path) -> Option<String> {

@@ -66,6 +66,12 @@ impl State {
                     let ok = pkt::ipv4_csum_ok(&frame, l.l3);
                     flags.ip_ok = ok;
                     flags.ip_fail = !ok;
+                } else if l.ipv6 {
+                    // No header checksum, but the bit is set: the Linux
+                    // driver trusts an L4 verdict only behind it, for IPv6
+                    // too, so the hardware must set it there (inferred; not
+                    // documented). The PMD takes no IP version from it.
+                    flags.ip_ok = true;
                 }
                 if let Some(ok) = pkt::l4_csum_ok(&frame, &l) {
                     if l.proto == pkt::IPPROTO_TCP {
