@@ -524,6 +524,32 @@ pub mod build {
         f
     }
 
+    /// Ethernet / IPv6 / TCP (ACK|PSH) with `payload_len` bytes of pattern.
+    pub fn tcp6(
+        dst: [u8; 6],
+        src: [u8; 6],
+        sip: [u8; 16],
+        dip: [u8; 16],
+        sport: u16,
+        dport: u16,
+        payload_len: usize,
+    ) -> Vec<u8> {
+        let mut f = eth(dst, src, ETH_P_IPV6);
+        f.extend_from_slice(&[0x60, 0, 0, 0]);
+        f.extend_from_slice(&((20 + payload_len) as u16).to_be_bytes());
+        f.extend_from_slice(&[IPPROTO_TCP, 64]);
+        f.extend_from_slice(&sip);
+        f.extend_from_slice(&dip);
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&[0; 8]);
+        f.extend_from_slice(&[0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        f.extend((0..payload_len).map(|i| (i as u8).wrapping_mul(13)));
+        let l = parse(&f).unwrap();
+        fill_l4_csum_full(&mut f, &l);
+        f
+    }
+
     /// Ethernet / IPv6 / UDP.
     pub fn udp6(
         dst: [u8; 6],
