@@ -456,6 +456,78 @@ fn mac_8q() {
     forward("mac", 8);
 }
 
+/// DTS `dynamic_config.disable_promisc_multicast` against what Azure
+/// carries: with promiscuous and all-multicast off, frames to an IPv4
+/// multicast group (01:00:5e:00:00:01), to IPv6 all-nodes (33:33:00:00:00:01)
+/// and to the broadcast address, interleaved with unicast to the port's MAC,
+/// are neither received nor forwarded: the vPort drops them (the device
+/// counts each with its reason) and the unicast frames arrive and leave on
+/// B's wire whole.
+#[test]
+fn io_forwards_unicast_only_as_an_azure_vnet_carries() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let scratch = EmuEnv::new("rs-vnetcast-pcap", Config::default_single()).unwrap();
+    let wire = scratch.dir.join("b.pcap");
+    let env = EmuEnv::new(
+        "rs-vnetcast",
+        single(vec![
+            PortDef::sink(MAC_A).lossless(),
+            PortDef::pcap_tx(MAC_B, &wire),
+        ]),
+    )
+    .unwrap();
+    let unicast = udp_frames(MAC_A, 300, 3);
+    let groups: [[u8; 6]; 3] = [
+        [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01],
+        [0x33, 0x33, 0x00, 0x00, 0x00, 0x01],
+        [0xff; 6],
+    ];
+    let mut frames = Vec::new();
+    for (i, f) in unicast.iter().enumerate() {
+        frames.push(f.clone());
+        let mut g = f.clone();
+        g[..6].copy_from_slice(&groups[i % 3]);
+        frames.push(g);
+    }
+    let mut t = spawn_q(&env, 1, &["--forward-mode=io"]);
+    for c in ["set promisc all off", "set allmulti all off", "start"] {
+        cmd(&mut t, c);
+    }
+    inject_paced(&t, MAC_A, &frames, 100, |c, sent| {
+        c.port(MAC_B).unwrap().tx_packets == sent / 2
+    });
+    cmd(&mut t, "stop");
+    let dev = settled(&t);
+    let (a, b) = (dev.port(MAC_A).unwrap(), dev.port(MAC_B).unwrap());
+    let s0 = t.port_stats(0).unwrap();
+    let s1 = t.port_stats(1).unwrap();
+    let n = unicast.len() as u64;
+    let bytes = total_bytes(&unicast);
+    assert_eq!(
+        (a.drops("vnet_multicast"), a.drops("vnet_broadcast")),
+        (200, 100),
+        "{a:?}"
+    );
+    assert_eq!(a.drops.len(), 2, "{a:?}");
+    assert_eq!(
+        (s0.rx_packets, a.rx_packets, s0.rx_bytes, a.rx_bytes),
+        (n, n, bytes, bytes)
+    );
+    assert_eq!(
+        (s1.tx_packets, b.tx_packets, s1.tx_bytes, b.tx_bytes),
+        (n, n, bytes, bytes)
+    );
+    t.quit().unwrap();
+    let mut sent = mana_emu::backend::read_pcap(&wire).unwrap();
+    let mut orig = unicast;
+    sent.sort();
+    orig.sort();
+    assert!(sent == orig, "B sent exactly the unicast frames");
+}
+
 #[test]
 fn csum_1q() {
     csum(1);

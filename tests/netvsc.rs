@@ -1080,3 +1080,83 @@ fn frames_arriving_during_a_reset_newest_netvsc() {
         Err(why) => eprintln!("skipping the newest netvsc: {why}"),
     }
 }
+
+/// A DPDK secondary over the netvsc PMD (how LISA's symmetric_mp runs on
+/// Azure): the secondary maps the primary host's uio maps and sub-channel
+/// rings, and both processes forward (testpmd's multi-process mode, each
+/// process on its own queue of the two).
+#[test]
+fn secondary_process_forwards_through_netvsc_and_the_vf() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    const N: usize = 1000;
+    let (env, _wire) = azure_nic("nv-mp", "");
+    let _pages = Hugepages::reserve(512).unwrap();
+    let mp = |id: &str| {
+        vec![
+            "--rxq=2".to_string(),
+            "--txq=2".into(),
+            "--num-procs=2".into(),
+            format!("--proc-id={id}"),
+            "--forward-mode=io".into(),
+        ]
+    };
+    let a0 = mp("0");
+    let mut p = builder(&env, &a0.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+        .hugepages()
+        .file_prefix("nvmp")
+        .spawn()
+        .expect("primary testpmd starts");
+    assert_vf_taken(&mut p);
+    let a1 = mp("1");
+    let mut s = builder(&env, &a1.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+        .hugepages()
+        .file_prefix("nvmp")
+        .lcores("2@0,3@1")
+        .eal(&["--proc-type=secondary"])
+        .spawn()
+        .unwrap_or_else(|e| panic!("secondary testpmd starts: {e}\nprimary:\n{}", p.output()));
+    let out = s.output();
+    assert!(!out.contains("failed to create subchannel"), "{out}");
+    cmd(&mut p, "start");
+    cmd(&mut s, "start");
+    let fr = udp_frames(MAC_A, N, 9);
+    inject_paced(&p, MAC_A, &fr, 250, |c, sent| {
+        c.port(MAC_A).unwrap().tx_packets == sent
+    });
+    let o0 = cmd(&mut p, "stop");
+    let o1 = cmd(&mut s, "stop");
+    let fwd = |o: &str| -> u64 {
+        let i = o
+            .find("Accumulated forward statistics")
+            .unwrap_or_else(|| panic!("{o}"));
+        let l = o[i..].lines().find(|l| l.contains("RX-packets:")).unwrap();
+        let j = l.find("RX-packets:").unwrap() + "RX-packets:".len();
+        l[j..].split_whitespace().next().unwrap().parse().unwrap()
+    };
+    // Port counters are the device's, shared: both processes see them all.
+    let (f0, f1) = (fwd(&o0), fwd(&o1));
+    assert_eq!(
+        (f0, f1),
+        (N as u64, N as u64),
+        "primary {o0}\nsecondary {o1}"
+    );
+    // Queue 0 is the primary's, queue 1 the secondary's: both forwarded.
+    let x = xstats(&mut p, NETVSC);
+    let q = |d: &str| -> Vec<u64> {
+        (0..2)
+            .map(|i| xstat(&x, &format!("{d}_q{i}_packets")))
+            .collect()
+    };
+    let (rx, tx) = (q("rx"), q("tx"));
+    assert_eq!(rx.iter().sum::<u64>(), N as u64, "{x:?}");
+    assert_eq!(rx, tx, "each process sent what it received: {x:?}");
+    assert!(
+        rx.iter().all(|&n| n > 0),
+        "both processes forwarded: {rx:?}"
+    );
+    s.quit().unwrap();
+    p.quit().unwrap();
+}

@@ -178,6 +178,22 @@ fn af_packet_open(ifname: &str) -> io::Result<OwnedFd> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
+    // The outer VLAN tag the kernel strips on receive, handed back with
+    // each frame (see af_packet_recv).
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt with an int option value on our socket.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_AUXDATA,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
     // Room for a TCP window of frames arriving while the device thread is
     // busy (a guest under software emulation drains slowly): the socket
     // would otherwise drop them, as a full wire FIFO does.
@@ -254,20 +270,80 @@ pub fn af_packet_drops(fd: &OwnedFd) -> u64 {
     }
 }
 
-/// Receives one frame if available.
-pub fn af_packet_recv(fd: &OwnedFd, buf: &mut [u8]) -> Option<usize> {
-    // SAFETY: receiving into a valid buffer on our socket.
-    let r = unsafe {
-        libc::recv(
-            fd.as_raw_fd(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            libc::MSG_DONTWAIT,
-        )
+/// Room left before a received frame for the VLAN tag the kernel took off.
+const VLAN_HEADROOM: usize = 4;
+
+/// Receives one frame if available; returns where in `buf` it lies.
+///
+/// The kernel strips the outer VLAN tag of a frame it receives (the veth's
+/// receive path untags in software) before packet sockets see it, and hands
+/// the tag over as `PACKET_AUXDATA`: the tag is put back, with its TPID
+/// (802.1ad 0x88a8 or 802.1Q 0x8100), so the port receives the frame that
+/// was on the wire.
+pub fn af_packet_recv(fd: &OwnedFd, buf: &mut [u8]) -> Option<std::ops::Range<usize>> {
+    let room = buf.len().checked_sub(VLAN_HEADROOM)?;
+    let mut iov = libc::iovec {
+        // SAFETY: VLAN_HEADROOM <= buf.len() (checked above).
+        iov_base: unsafe { buf.as_mut_ptr().add(VLAN_HEADROOM) }.cast(),
+        iov_len: room,
     };
-    if r > 0 {
-        Some(r as usize)
-    } else {
-        None
+    // u64s: aligned for the cmsghdr; room for one tpacket_auxdata.
+    let mut ctl = [0u64; 16];
+    // SAFETY: msghdr is plain data; all-zero is a valid start.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&ctl);
+    // SAFETY: msg points at one iovec over `buf` past the headroom and at
+    // `ctl`, both live and writable for the lengths given.
+    let r = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if r <= 0 {
+        return None;
     }
+    let n = (r as usize).min(room);
+    let frame = VLAN_HEADROOM..VLAN_HEADROOM + n;
+    let Some(aux) = vlan_auxdata(&msg) else {
+        return Some(frame);
+    };
+    if aux.tp_status & libc::TP_STATUS_VLAN_VALID == 0 || n < 12 {
+        return Some(frame);
+    }
+    let tpid = if aux.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+        aux.tp_vlan_tpid
+    } else {
+        crate::pkt::ETH_P_8021Q
+    };
+    // The MAC addresses move into the headroom; the tag follows them.
+    buf.copy_within(VLAN_HEADROOM..VLAN_HEADROOM + 12, 0);
+    buf[12..14].copy_from_slice(&tpid.to_be_bytes());
+    buf[14..16].copy_from_slice(&aux.tp_vlan_tci.to_be_bytes());
+    Some(0..VLAN_HEADROOM + n)
+}
+
+/// The `PACKET_AUXDATA` control message of a received frame, if any.
+fn vlan_auxdata(msg: &libc::msghdr) -> Option<libc::tpacket_auxdata> {
+    // SAFETY: msg was filled by recvmsg; the CMSG macros walk its control
+    // buffer within msg_controllen.
+    let mut c = unsafe { libc::CMSG_FIRSTHDR(msg) };
+    while !c.is_null() {
+        // SAFETY: c is a header inside the control buffer (CMSG_FIRSTHDR /
+        // CMSG_NXTHDR return null past its end).
+        let h = unsafe { &*c };
+        // SAFETY: CMSG_LEN is arithmetic on its argument.
+        let want = unsafe { libc::CMSG_LEN(std::mem::size_of::<libc::tpacket_auxdata>() as u32) };
+        if h.cmsg_level == libc::SOL_PACKET
+            && h.cmsg_type == libc::PACKET_AUXDATA
+            && h.cmsg_len as usize >= want as usize
+        {
+            // SAFETY: the header says its data holds a tpacket_auxdata;
+            // read unaligned (the data of a cmsg need not be aligned for it).
+            return Some(unsafe {
+                std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::tpacket_auxdata>())
+            });
+        }
+        // SAFETY: as above.
+        c = unsafe { libc::CMSG_NXTHDR(msg, c) };
+    }
+    None
 }

@@ -198,8 +198,11 @@ pub struct PortConfig {
     /// dropping them like the hardware does).
     #[serde(default)]
     pub lossless_rx: bool,
-    /// Receive only frames for the port's MAC, broadcast and multicast (as
-    /// an Azure vPort does). Off by default: every frame is accepted.
+    /// Receive only unicast frames for the port's MAC, as an Azure vPort
+    /// does (the host steers frames to a vPort by its MAC). Off by default:
+    /// unicast for any MAC is accepted, so that testpmd's forwarding
+    /// topologies (pair, loopback, txonly's peer MACs) work unchanged.
+    /// Broadcast and multicast are never delivered, whatever this says.
     #[serde(default)]
     pub mac_filter: bool,
 }

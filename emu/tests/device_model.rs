@@ -964,10 +964,52 @@ fn vport_mac_filter_option() {
     let mine = build::udp4(mac(A), mac(B), [1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 10);
     let other = build::udp4(mac(B), mac(A), [1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 10);
     let bcast = build::udp4([0xff; 6], mac(B), [1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 10);
-    dev.inject_batch(A, vec![other, mine.clone(), bcast.clone()]);
+    let mine2 = build::udp4(mac(A), mac(B), [1, 1, 1, 1], [2, 2, 2, 2], 3, 4, 10);
+    dev.inject_batch(A, vec![other, mine.clone(), bcast, mine2.clone()]);
     let got: Vec<Vec<u8>> = rx.wait(0, 2).into_iter().map(|p| p.data).collect();
-    assert_eq!(got, vec![mine, bcast]);
-    assert_eq!(dev.counters().port(A).unwrap().drops("mac_filter"), 1);
+    assert_eq!(got, vec![mine, mine2]);
+    let c = dev.counters();
+    let a = c.port(A).unwrap();
+    assert_eq!((a.drops("mac_filter"), a.drops("vnet_broadcast")), (1, 1));
+}
+
+/// What an Azure virtual network carries to a vPort: unicast only. Frames
+/// to the broadcast address, to IPv4 and IPv6 multicast groups (DTS's
+/// `disable_promisc_multicast` injects 01:00:5e:00:00:01) and to the
+/// link-local control group (STP, LLDP) never arrive, counted as dropped
+/// with their reason, whatever the port's MAC filter option; unicast to the
+/// port's MAC does.
+#[test]
+fn vnet_carries_no_broadcast_or_multicast() {
+    let dev = TestDevice::new("vnetcast", two_sinks());
+    let ctx = dev.open();
+    let mut rx = rx_queue(&ctx, 8);
+    let to = |dst: [u8; 6], sport: u16| {
+        build::udp4(dst, mac(B), [1, 1, 1, 1], [2, 2, 2, 2], sport, 2, 10)
+    };
+    let mine = to(mac(A), 1);
+    let mine2 = to(mac(A), 2);
+    let blocked = vec![
+        to([0xff; 6], 3),
+        to([0x01, 0x00, 0x5e, 0x00, 0x00, 0x01], 4),
+        to([0x33, 0x33, 0x00, 0x00, 0x00, 0x01], 5),
+        to([0x01, 0x80, 0xc2, 0x00, 0x00, 0x00], 6),
+    ];
+    let mut frames = blocked.clone();
+    frames.insert(2, mine.clone());
+    frames.push(mine2.clone());
+    dev.inject_batch(A, frames);
+    let got: Vec<Vec<u8>> = rx.wait(0, 2).into_iter().map(|p| p.data).collect();
+    assert_eq!(got, vec![mine.clone(), mine2.clone()]);
+    let c = dev.counters();
+    let a = c.port(A).unwrap();
+    assert_eq!(a.drops("vnet_broadcast"), 1, "{a:?}");
+    assert_eq!(a.drops("vnet_multicast"), 3, "{a:?}");
+    assert_eq!(
+        (a.rx_packets, a.rx_bytes),
+        (2, (mine.len() + mine2.len()) as u64),
+        "{a:?}"
+    );
 }
 
 /// RX interrupt mode as DPDK does it (`mana_arm_cq`): a CQ doorbell with

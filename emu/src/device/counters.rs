@@ -26,7 +26,9 @@ pub struct PortCounters {
     pub rx_bytes: u64,
     /// Drops by reason: no_rx_buffer, no_rx_queue, rx_truncated, bad_lkey,
     /// out_of_mr, mtu, malformed_wqe, vport, link_down, reset,
-    /// backend_rx_overflow (the host socket of an AF_PACKET port), ...
+    /// backend_rx_overflow (the host socket of an AF_PACKET port),
+    /// vnet_broadcast and vnet_multicast (what an Azure virtual network does
+    /// not carry), mac_filter, ...
     pub drops: BTreeMap<String, u64>,
 }
 

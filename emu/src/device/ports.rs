@@ -1,6 +1,6 @@
 //! The ports' wire side: frames sent to a port's backend (loopback, pair,
-//! sink, pcap, AF_PACKET), frames received into its backlog (link, MAC
-//! filter, backlog limit), capture for tests, the port MTU taken from the
+//! sink, pcap, AF_PACKET), frames received into its backlog (what an Azure
+//! virtual network carries, link, MAC filter, backlog limit), capture for tests, the port MTU taken from the
 //! netdev's sysfs `mtu` file, and port / adapter lookups.
 
 #![forbid(unsafe_code)]
@@ -58,6 +58,13 @@ impl State {
     }
 
     fn enqueue_rx(&mut self, port: usize, frame: Vec<u8>) {
+        // An Azure virtual network carries no broadcast and no multicast
+        // (the host answers ARP and DHCP itself): neither door of the vPort,
+        // VF or synthetic NIC, ever sees such a frame.
+        if let Some(reason) = vnet_blocks(&frame) {
+            self.ports[port].counters.drop(reason, 1);
+            return;
+        }
         // A synthetic NIC on this port's wire takes the frames its VF does not.
         let vf_ready =
             self.adapters[self.ports[port].adapter].present && self.ports[port].rss.is_some();
@@ -67,7 +74,7 @@ impl State {
         let p = &mut self.ports[port];
         if !p.link_up {
             p.counters.drop("link_down", 1);
-        } else if p.mac_filter && frame.len() >= 6 && frame[0] & 1 == 0 && frame[..6] != p.mac {
+        } else if p.mac_filter && frame.len() >= 6 && frame[..6] != p.mac {
             p.counters.drop("mac_filter", 1);
         } else if p.backlog.len() >= RX_BACKLOG_MAX {
             p.counters.drop("rx_backlog", 1);
@@ -106,7 +113,7 @@ impl State {
                     buf.resize(65536, 0);
                     while got.len() < 256 {
                         match backend::af_packet_recv(fd, &mut buf) {
-                            Some(n) => got.push(buf[..n].to_vec()),
+                            Some(frame) => got.push(buf[frame].to_vec()),
                             None => break,
                         }
                     }
@@ -170,5 +177,19 @@ impl State {
         for p in &mut self.ports {
             p.backend.flush();
         }
+    }
+}
+
+/// Why an Azure virtual network does not deliver `frame` to a vPort, if it
+/// does not: its destination is the broadcast address or a multicast group
+/// (the I/G bit of the first octet).
+fn vnet_blocks(frame: &[u8]) -> Option<&'static str> {
+    let dst = frame.get(..6)?;
+    if dst == [0xff; 6] {
+        Some("vnet_broadcast")
+    } else if dst[0] & 1 != 0 {
+        Some("vnet_multicast")
+    } else {
+        None
     }
 }

@@ -46,6 +46,8 @@ impl VmbusHost {
             .spawn(move || h.run())?;
         *host.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
         super::interpose::set_host(&host);
+        // DPDK secondaries of this process find the host through this.
+        super::secondary::announce(&root)?;
         Ok(host)
     }
 

@@ -38,6 +38,8 @@ pub struct Redirect {
     /// (ifname, MAC, netdev directory in the fake tree).
     netdevs: Vec<(String, [u8; 6], PathBuf)>,
     uio_count: usize,
+    /// (uuid, primary channel relid) of each synthetic NIC, by uio index.
+    nics: Vec<(String, u32)>,
 }
 
 static REDIRECT: OnceLock<Redirect> = OnceLock::new();
@@ -60,6 +62,11 @@ pub fn init(cfg: &Config) {
         pcis: cfg.adapters.iter().map(|a| a.pci.clone()).collect(),
         netdevs,
         uio_count: cfg.netvsc.len(),
+        nics: cfg
+            .netvsc
+            .iter()
+            .map(|n| (n.uuid().to_string(), n.relid()))
+            .collect(),
         root,
     });
 }
@@ -161,13 +168,34 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// Opens `/dev/uio<n>` or a ring file of a secondary process's primary.
+fn open_in_primary(r: &Redirect, pid: u32, t: &Target, cloexec: bool) -> RawFd {
+    let res = match t {
+        Target::Uio(n) => super::secondary::open_uio(pid, *n, cloexec),
+        Target::Ring(uuid, relid, _) => match r.nics.iter().position(|(u, _)| u == uuid) {
+            Some(n) => super::secondary::open_ring(pid, n, r.nics[n].1, *relid, cloexec),
+            None => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
+        },
+        _ => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+    };
+    res.unwrap_or_else(|e| {
+        set_errno(e.raw_os_error().unwrap_or(libc::ENOENT));
+        -1
+    })
+}
+
 /// Opens `/dev/uio<n>` or a ring file; -1 with errno on failure.
 pub fn open_special(t: &Target, flags: c_int) -> RawFd {
+    let cloexec = flags & libc::O_CLOEXEC != 0;
+    if let Some(r) = REDIRECT.get() {
+        if let Some(pid) = super::secondary::primary(&r.root) {
+            return open_in_primary(r, pid, t, cloexec);
+        }
+    }
     let Some(h) = host() else {
         set_errno(libc::ENODEV);
         return -1;
     };
-    let cloexec = flags & libc::O_CLOEXEC != 0;
     let fd = match t {
         Target::Uio(n) => match h.uio(*n) {
             Some(nic) => nic.open_uio(cloexec).unwrap_or(-1),
@@ -200,25 +228,54 @@ pub fn open_special(t: &Target, flags: c_int) -> RawFd {
     fd
 }
 
-/// For `mmap` of a descriptor: `Some(map's memfd, size)` when `fd` is a
+/// The descriptor an `mmap` of a uio map goes to instead.
+pub enum MapFd {
+    /// The host's memfd (this process's host).
+    Host(RawFd),
+    /// The primary's memfd, opened for this mapping (a secondary process).
+    Opened(std::os::fd::OwnedFd),
+}
+
+impl MapFd {
+    pub fn raw(&self) -> RawFd {
+        use std::os::fd::AsRawFd;
+        match self {
+            MapFd::Host(fd) => *fd,
+            MapFd::Opened(fd) => fd.as_raw_fd(),
+        }
+    }
+}
+
+/// For `mmap` of a descriptor: `Some(map's memfd)` when `fd` is a
 /// `/dev/uioN` descriptor and `off` names map `off / 4096`; `Some(Err)`
 /// for a uio descriptor with a bad map or length; `None` otherwise.
-pub fn uio_map(fd: RawFd, len: usize, off: i64) -> Option<Result<RawFd, c_int>> {
+pub fn uio_map(fd: RawFd, len: usize, off: i64) -> Option<Result<MapFd, c_int>> {
     if fd < 0 || !active() {
         return None;
     }
     let h = HOST
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .as_ref()?
-        .upgrade()?;
+        .as_ref()
+        .and_then(|w| w.upgrade());
+    let Some(h) = h else {
+        if off < 0 || off % 4096 != 0 {
+            return None;
+        }
+        let root = &REDIRECT.get()?.root;
+        return match super::secondary::map(root, fd, (off / 4096) as usize)? {
+            Ok((m, size)) if len <= size && len > 0 => Some(Ok(MapFd::Opened(m))),
+            Ok(_) => Some(Err(libc::EINVAL)),
+            Err(e) => Some(Err(e.raw_os_error().unwrap_or(libc::EINVAL))),
+        };
+    };
     let id = super::netvsp::file_id(fd).ok()?;
     let nic = h.uio_by_file(id)?;
     if off < 0 || off % 4096 != 0 {
         return Some(Err(libc::EINVAL));
     }
     match nic.map((off / 4096) as usize) {
-        Some((mfd, size)) if len <= size && len > 0 => Some(Ok(mfd)),
+        Some((mfd, size)) if len <= size && len > 0 => Some(Ok(MapFd::Host(mfd))),
         _ => Some(Err(libc::EINVAL)),
     }
 }
@@ -452,7 +509,7 @@ macro_rules! export_libc_hooks {
                     None => unsafe { real(a, len, prot, fl, fd, off) },
                     // SAFETY: the caller's request on the map's memfd, whose
                     // size `uio_map` checked against `len`.
-                    Some(Ok(mfd)) => unsafe { real(a, len, prot, fl, mfd, 0) },
+                    Some(Ok(mfd)) => unsafe { real(a, len, prot, fl, mfd.raw(), 0) },
                     Some(Err(e)) => {
                         // SAFETY: this thread's errno slot.
                         unsafe { *::libc::__errno_location() = e };

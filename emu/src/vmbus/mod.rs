@@ -19,7 +19,8 @@
 //!   from the wire takes, and the synthetic NIC's frames onto the wire.
 //! * [`datapath`]: offloads and receive info; [`sections`]: the receive
 //!   buffer's sections; [`guest`]: reading guest pages by IOVA; [`shm`]:
-//!   the shared memory.
+//!   the shared memory; [`secondary`]: a DPDK secondary process reaching
+//!   the host of its primary.
 
 pub mod chanpkt;
 pub mod config;
@@ -31,6 +32,7 @@ pub mod netvsp;
 pub mod nvsp;
 pub mod ring;
 pub mod rndis;
+pub mod secondary;
 pub mod sections;
 pub mod shm;
 pub mod sysfs;

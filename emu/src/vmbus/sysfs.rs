@@ -86,6 +86,11 @@ pub fn add_channel(root: &Path, uuid: &str, relid: u32, subchannel: u16) -> io::
 /// directories left from an earlier process are removed (the host offers
 /// sub-channels only when the guest asks).
 pub fn create(root: &Path, nics: &[NetvscConfig]) -> io::Result<()> {
+    // A secondary process: the tree is the live primary's host's, with the
+    // sub-channels it offered.
+    if super::secondary::primary(root).is_some() {
+        return Ok(());
+    }
     let drv = root.join("bus/vmbus/drivers/uio_hv_generic");
     fs::create_dir_all(&drv)?;
     fs::create_dir_all(devices_dir(root))?;
