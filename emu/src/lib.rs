@@ -20,6 +20,7 @@
 pub mod backend;
 pub mod config;
 pub mod control;
+pub mod demo;
 pub mod device;
 pub mod doorbell;
 mod fd;
