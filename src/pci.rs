@@ -59,7 +59,7 @@ static DRIVER: Driver = Driver(UnsafeCell::new(ffi::compat::pci_driver(
     // No BAR mapping: the kernel mana/mana_ib drivers stay bound. One
     // function carries several ports: probing it again (a `port attach`
     // with other `mac=` devargs) adds the ports not created yet.
-    ffi::RTE_PCI_DRV_INTR_RMV | ffi::RTE_PCI_DRV_PROBE_AGAIN,
+    ffi::RTE_PCI_DRV_INTR_LSC | ffi::RTE_PCI_DRV_INTR_RMV | ffi::RTE_PCI_DRV_PROBE_AGAIN,
 )));
 
 unsafe extern "C" fn probe(_drv: *mut ffi::rte_pci_driver, dev: *mut ffi::rte_pci_device) -> c_int {

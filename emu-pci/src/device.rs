@@ -77,6 +77,7 @@ impl DeviceConfig {
                     kernel_if_up: false,
                     lossless_rx: self.lossless_rx,
                     mac_filter: true,
+                    link_speed_mbps: -1,
                 }],
             }],
             ..Default::default()

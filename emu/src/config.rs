@@ -205,10 +205,19 @@ pub struct PortConfig {
     /// Broadcast and multicast are never delivered, whatever this says.
     #[serde(default)]
     pub mac_filter: bool,
+    /// What the netdev's sysfs `speed` file says, in Mbit/s; -1 (the
+    /// default) is Linux's "unknown", as a down interface or an older
+    /// kernel's `mana` reports. Changed at run time by `Fault::NetdevLink`.
+    #[serde(default = "default_speed")]
+    pub link_speed_mbps: i64,
 }
 
 fn default_mtu() -> u32 {
     1500
+}
+
+fn default_speed() -> i64 {
+    -1
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -293,6 +302,7 @@ impl Config {
                     kernel_if_up: false,
                     lossless_rx: false,
                     mac_filter: false,
+                    link_speed_mbps: -1,
                 }],
             }],
             ..Default::default()

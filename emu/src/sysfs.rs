@@ -4,7 +4,7 @@
 //! ```text
 //! <root>/bus/pci/devices/<bdf>/{vendor,device,subsystem_*,class,numa_node,resource,uevent}
 //! <root>/bus/pci/devices/<bdf>/driver -> <root>/bus/pci/drivers/mana
-//! <root>/bus/pci/devices/<bdf>/net/<if>/{address,dev_port,flags,operstate,mtu}
+//! <root>/bus/pci/devices/<bdf>/net/<if>/{address,dev_port,flags,operstate,mtu,speed,carrier}
 //! <root>/class/infiniband/<ibdev>/device -> <root>/bus/pci/devices/<bdf>
 //! ```
 //!
@@ -119,6 +119,38 @@ pub fn ensure_pci(root: &Path, a: &AdapterConfig, if_up: &[bool]) -> io::Result<
         write_if_changed(&nd.join("flags"), if up { "0x1003\n" } else { "0x1002\n" })?;
         write_if_changed(&nd.join("operstate"), if up { "up\n" } else { "down\n" })?;
         ensure_mtu(&nd.join("mtu"), p.mtu)?;
+        // Kept over a reset's repair: a fault may have changed them.
+        ensure_file(&nd.join("speed"), &format!("{}\n", p.link_speed_mbps))?;
+        ensure_file(&nd.join("carrier"), "1\n")?;
+    }
+    Ok(())
+}
+
+fn ensure_file(path: &Path, content: &str) -> io::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    fs::write(path, content)
+}
+
+/// Sets a port's netdev `speed` (Mbit/s, -1 unknown) and `carrier` files,
+/// each where given.
+pub fn set_netdev_link(
+    root: &Path,
+    a: &AdapterConfig,
+    port_idx: usize,
+    speed_mbps: Option<i64>,
+    carrier: Option<bool>,
+) -> io::Result<()> {
+    let nd = netdev_dir(root, a, port_idx);
+    if !nd.exists() {
+        return Ok(());
+    }
+    if let Some(s) = speed_mbps {
+        write_if_changed(&nd.join("speed"), &format!("{s}\n"))?;
+    }
+    if let Some(c) = carrier {
+        write_if_changed(&nd.join("carrier"), if c { "1\n" } else { "0\n" })?;
     }
     Ok(())
 }

@@ -88,6 +88,7 @@ fn config() -> Config {
                 kernel_if_up: false,
                 lossless_rx: false,
                 mac_filter: false,
+                link_speed_mbps: -1,
             }],
         }],
         ..Default::default()

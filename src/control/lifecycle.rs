@@ -4,14 +4,15 @@
 //! The ethdev ops are thin wrappers over these.
 
 use crate::control::error::{Error, Result};
+use crate::control::link;
 use crate::control::port::{install_bursts, Ctrl, Port};
 use crate::control::queues::{self, Kind, Plan, QueueSet};
 use crate::control::reset::Phase;
 use crate::control::rss::RETA_SIZE;
 use crate::dataplane::rxq::{RxConf, RxQueue, MIN_BUF_LEN};
 use crate::dataplane::txq::{TxConf, TxQueue};
+use crate::ffi;
 use crate::ffi::consts::*;
-use crate::ffi::{self, compat};
 use ::log::{debug, info, warn};
 use std::ffi::c_int;
 
@@ -70,11 +71,6 @@ pub fn configure(p: &Port) -> Result<()> {
             "lpbk_mode {} refused: MANA has no loopback mode and Azure does not send a port's frames back to it; configure lpbk_mode 0",
             conf.lpbk_mode
         )));
-    }
-    if conf.intr_conf.lsc() != 0 {
-        return Err(Error::invalid(
-            "link status interrupts are not supported (the link follows the port state)",
-        ));
     }
     let rss_on = mq & MQ_RX_RSS_FLAG != 0;
     let mut ctrl = p.ctrl.lock();
@@ -229,6 +225,7 @@ pub fn start(p: &Port) -> Result<()> {
     // SAFETY: our live ethdev; the queues are attached.
     unsafe { install_bursts(p.eth_dev, true) };
     publish_states(p, &ctrl, true);
+    link::watch(p);
     // SAFETY: the port's data, under the control lock.
     queues::open_gates(&ctrl, unsafe { &mut *p.data_ptr() });
     info!(
@@ -264,6 +261,7 @@ pub fn stop(p: &Port) {
     // SAFETY: our live ethdev.
     unsafe { install_bursts(p.eth_dev, false) };
     publish_states(p, &ctrl, false);
+    link::unwatch(p);
 }
 
 /// Stops the data path and destroys the queues' verbs objects.
@@ -289,6 +287,7 @@ pub fn close(p: &Port) {
     // Cancels a recovery in progress and waits for its thread (unless this
     // is that thread, or the interrupt thread that has yet to start it).
     p.reset.cancel_and_wait();
+    link::cancel(p);
     let device = {
         let mut ctrl = p.ctrl.lock();
         if ctrl.running.is_some() {
@@ -304,26 +303,18 @@ pub fn close(p: &Port) {
     info!("{}: closed", p.name);
 }
 
-fn link(up: bool) -> ffi::rte_eth_link {
-    let speed = if up { SPEED_NUM_100G } else { 0 };
-    // Full duplex, fixed (RTE_ETH_LINK_FULL_DUPLEX, RTE_ETH_LINK_FIXED).
-    compat::eth_link(speed, true, false, up)
-}
-
 /// Writes the link status into the port's shared data, where every process
-/// reads it. MANA has no carrier state of its own: the link is up while the
-/// port is started and not recovering from a reset.
+/// reads it: up while the port is started and not recovering from a reset,
+/// with what its kernel netdev says of carrier and speed (`control::link`).
 pub fn publish_link(p: &Port) -> c_int {
     let up = p.data().dev_started() != 0 && p.reset.phase() == Phase::Active;
-    // SAFETY: our live ethdev.
-    unsafe { ffi::mana_shim_linkstatus_set(p.eth_dev, &link(up)) }
+    link::publish(p, up)
 }
 
 /// Link status and queue states follow the port state; a queue set up with
 /// deferred start stays stopped until `rte_eth_dev_*_queue_start`.
 fn publish_states(p: &Port, ctrl: &Ctrl, up: bool) {
-    // SAFETY: our live ethdev.
-    unsafe { ffi::mana_shim_linkstatus_set(p.eth_dev, &link(up)) };
+    link::publish(p, up);
     fn set<Q: Kind>(d: *mut ffi::rte_eth_dev_data, set: &QueueSet<Q>, up: bool) {
         for (i, q) in set.iter() {
             let started = up && !q.deferred_start();

@@ -7,6 +7,7 @@ pub mod handoff;
 pub mod hold;
 pub mod intr;
 pub mod lifecycle;
+pub mod link;
 pub mod mp;
 pub mod mr;
 pub mod mtu;

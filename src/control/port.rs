@@ -137,6 +137,8 @@ pub struct Port {
     /// Asynchronous device events of a type verbs does not define, ignored
     /// (xstat `unknown_device_events`; primary process only).
     pub unknown_events: std::sync::atomic::AtomicU64,
+    /// The link last reported, for link status change events.
+    pub link: crate::control::link::LinkState,
 }
 
 // SAFETY: the raw eth_dev pointer refers to DPDK's static device array,
@@ -317,6 +319,7 @@ pub fn create(
         rx_epfds: Mutex::new(Vec::new()),
         reset: crate::control::reset::Reset::new(),
         unknown_events: std::sync::atomic::AtomicU64::new(0),
+        link: crate::control::link::LinkState::default(),
     });
     port.set_ctx(ctx);
     // SAFETY: the ethdev is ours until probing_finish publishes it.

@@ -111,6 +111,31 @@ pub fn netdev_mtu(dir: &Path) -> Option<u16> {
     read_trimmed(&dir.join("mtu"))?.parse().ok()
 }
 
+/// What a netdev's sysfs says of its link (`dir` from [`port_netdev_dir`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetdevLink {
+    /// `speed` in Mbit/s; `None` where the kernel reports none: -1 (unknown)
+    /// or an unreadable file (Linux answers EINVAL while the interface is
+    /// down, as MANA's is while DPDK uses the port).
+    pub speed_mbps: Option<u32>,
+    /// `carrier`; `None` where unreadable (again: the interface is down).
+    pub carrier: Option<bool>,
+}
+
+pub fn netdev_link(dir: &Path) -> NetdevLink {
+    NetdevLink {
+        speed_mbps: read_trimmed(&dir.join("speed"))
+            .and_then(|s| s.parse::<i64>().ok())
+            .filter(|&s| s > 0)
+            .and_then(|s| u32::try_from(s).ok()),
+        carrier: match read_trimmed(&dir.join("carrier")).as_deref() {
+            Some("1") => Some(true),
+            Some("0") => Some(false),
+            _ => None,
+        },
+    }
+}
+
 pub fn read_trimmed(path: &Path) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
 }
@@ -130,6 +155,25 @@ mod tests {
         );
         assert!(PciAddr::parse("7870:00:00").is_none());
         assert!(PciAddr::parse("zz:00:00.0").is_none());
+    }
+
+    #[test]
+    fn netdev_link_reads_speed_and_carrier_and_ignores_what_the_kernel_does_not_know() {
+        let dir = std::env::temp_dir().join(format!("mana-sysfs-link-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        assert_eq!(netdev_link(&dir), NetdevLink::default());
+        for (speed, carrier, want) in [
+            ("50000\n", "1\n", (Some(50000), Some(true))),
+            ("-1\n", "0\n", (None, Some(false))),
+            ("0\n", "x\n", (None, None)),
+            ("fast\n", "", (None, None)),
+        ] {
+            fs::write(dir.join("speed"), speed).unwrap();
+            fs::write(dir.join("carrier"), carrier).unwrap();
+            let l = netdev_link(&dir);
+            assert_eq!((l.speed_mbps, l.carrier), want, "{speed:?} {carrier:?}");
+        }
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -280,6 +280,7 @@ static void bad_input(uint16_t port, struct rte_mempool *pool)
 	BAD("configure-3-rxq", conf_rx(port, 3, RTE_ETH_MQ_RX_RSS, 0));
 	BAD("configure-128-rxq", conf_rx(port, 128, RTE_ETH_MQ_RX_RSS, 0));
 	BAD("configure-dcb", conf_rx(port, 2, RTE_ETH_MQ_RX_DCB, 0));
+	/* Link status change events are offered (RTE_ETH_DEV_INTR_LSC). */
 	BAD("configure-lsc", conf_rx(port, 2, RTE_ETH_MQ_RX_RSS, 1));
 	/* A valid configuration, then bad queue setups. */
 	BAD("configure-2-rxq", conf_rx(port, 2, RTE_ETH_MQ_RX_RSS, 0));

@@ -12,6 +12,7 @@
 //!       (kinds: owner_phase unknown_type bad_length wrong_queue bad_wqe_offset
 //!        duplicate drop unknown_event; all if not given)
 //!     kernel-if --mac M up|down
+//!     netdev-link --mac M [--speed MBPS] [--carrier 0|1]  (its sysfs speed, carrier)
 //! mana-emu send [SOCKET-OPTS] --mac M (--pcap FILE | --hex HEX ...)
 //! mana-emu ping [SOCKET-OPTS]
 //!
@@ -157,6 +158,27 @@ fn fault(a: &mut Args) -> Result<(Fault, Trigger), String> {
         "alloc-fail" => Fault::AllocFail {
             count: a.num("--count")? as u32,
         },
+        "netdev-link" => {
+            let mac = a.need("--mac")?;
+            let speed_mbps = match a.take_opt("--speed") {
+                Some(s) => Some(
+                    s.parse()
+                        .map_err(|_| format!("--speed {s}: not a number"))?,
+                ),
+                None => None,
+            };
+            let carrier = match a.take_opt("--carrier").as_deref() {
+                Some("1") => Some(true),
+                Some("0") => Some(false),
+                Some(c) => return Err(format!("--carrier {c}: say 0 or 1")),
+                None => None,
+            };
+            Fault::NetdevLink {
+                mac,
+                speed_mbps,
+                carrier,
+            }
+        }
         "kernel-if" => {
             let mac = a.need("--mac")?;
             let up = match a.rest.first().map(String::as_str) {

@@ -5,7 +5,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::{Res, State, EBUSY, EIO, ENODEV, ENOMEM};
+use super::{Errno, Res, State, EBUSY, EIO, ENODEV, ENOMEM};
 use crate::fd::write_fd;
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
@@ -79,6 +79,16 @@ pub enum Fault {
     KernelIf {
         mac: String,
         up: bool,
+    },
+    /// The port's kernel netdev reports another link: its sysfs `speed`
+    /// (Mbit/s, -1 unknown) and `carrier`, each where given. The device's
+    /// own link (`LinkDown`/`LinkUp`) is not touched.
+    NetdevLink {
+        mac: String,
+        #[serde(default)]
+        speed_mbps: Option<i64>,
+        #[serde(default)]
+        carrier: Option<bool>,
     },
 }
 
@@ -187,7 +197,8 @@ impl State {
             | Fault::LinkUp { mac }
             | Fault::TxPause { mac }
             | Fault::TxResume { mac }
-            | Fault::KernelIf { mac, .. } => self.port_by_mac(mac).map(|_| ()),
+            | Fault::KernelIf { mac, .. }
+            | Fault::NetdevLink { mac, .. } => self.port_by_mac(mac).map(|_| ()),
             _ => Ok(()),
         }
     }
@@ -339,6 +350,23 @@ impl State {
                     idx,
                     up,
                 );
+            }
+            Fault::NetdevLink {
+                mac,
+                speed_mbps,
+                carrier,
+            } => {
+                let p = self.port_by_mac(&mac)?;
+                let (a, idx) = (self.ports[p].adapter, self.ports[p].index);
+                let cfg_index = self.adapters[a].cfg_index;
+                crate::sysfs::set_netdev_link(
+                    &self.opts.sysfs_root,
+                    &self.adapter_cfgs[cfg_index],
+                    idx,
+                    speed_mbps,
+                    carrier,
+                )
+                .map_err(|e| e.raw_os_error().map_or(EIO, Errno))?;
             }
         }
         Ok(())

@@ -35,6 +35,7 @@ pub fn port(mac: &str, backend: BackendConfig) -> PortConfig {
         kernel_if_up: false,
         lossless_rx: false,
         mac_filter: false,
+        link_speed_mbps: -1,
     }
 }
 

@@ -1,0 +1,152 @@
+//! The link a port reports, and link status change events.
+//!
+//! Up follows the port state: started and not recovering from a reset
+//! (MANA has no carrier of its own that the PMD could read). The kernel
+//! netdev of the port adds what it knows: its `speed` when it reports one
+//! (Linux answers -1 or EINVAL when it does not, which is what a down
+//! interface gives, and MANA's is held down while DPDK uses the port), else
+//! the 100 Gbit/s DPDK's C driver reports; and a `carrier` of 0 holds the
+//! link down.
+//!
+//! With `intr_conf.lsc` the application gets `RTE_ETH_EVENT_INTR_LSC`
+//! whenever the reported link changes: at start and stop, when a reset's
+//! recovery begins and ends, and when the netdev's carrier or speed changes
+//! (polled while the port is started). Events are raised from an EAL alarm,
+//! on the interrupt thread, with no driver lock held: the callback may call
+//! back into the driver.
+
+use crate::control::port::Port;
+use crate::ffi::consts::SPEED_NUM_100G;
+use crate::ffi::{self, compat};
+use crate::hw::sysfs;
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How often a started port's netdev is read for carrier and speed.
+const POLL_US: u64 = 250_000;
+
+/// What a port last published, and whether its netdev is being polled.
+#[derive(Default)]
+pub struct LinkState {
+    /// Publications in order: the poll re-publishes the last port state
+    /// given, never an older one.
+    last: Mutex<Published>,
+    polling: AtomicBool,
+}
+
+#[derive(Default)]
+struct Published {
+    /// What the port state says (started and not recovering).
+    state_up: bool,
+    /// The link written into the port's data (down, as ethdev starts it,
+    /// before the first).
+    link: (bool, u32),
+}
+
+/// The link of a port whose state says `up`: status and speed in Mbit/s.
+pub fn current(p: &Port, up: bool) -> (bool, u32) {
+    let netdev = sysfs::port_netdev_dir(&sysfs::pci_dir(&p.pci), p.ib_port)
+        .map(|dir| sysfs::netdev_link(&dir))
+        .unwrap_or_default();
+    let up = up && netdev.carrier != Some(false);
+    let speed = if up {
+        netdev.speed_mbps.unwrap_or(SPEED_NUM_100G)
+    } else {
+        0
+    };
+    (up, speed)
+}
+
+fn lsc_wanted(p: &Port) -> bool {
+    p.data().dev_conf.intr_conf.lsc() != 0
+}
+
+/// Writes the link of a port whose state says `up` into its shared data
+/// (full duplex, fixed), and schedules an LSC event if it changed.
+pub fn publish(p: &Port, up: bool) -> std::ffi::c_int {
+    let mut last = p.link.last.lock();
+    last.state_up = up;
+    write(p, &mut last)
+}
+
+fn write(p: &Port, last: &mut Published) -> std::ffi::c_int {
+    let (up, speed) = current(p, last.state_up);
+    // Full duplex, fixed (RTE_ETH_LINK_FULL_DUPLEX, RTE_ETH_LINK_FIXED).
+    let link = compat::eth_link(speed, true, false, up);
+    // SAFETY: our live ethdev.
+    let ret = unsafe { ffi::mana_shim_linkstatus_set(p.eth_dev, &link) };
+    let was = std::mem::replace(&mut last.link, (up, speed));
+    if was != (up, speed) && lsc_wanted(p) {
+        alarm(p, 1, on_change);
+    }
+    ret
+}
+
+/// Starts polling the netdev of a started port (with `intr_conf.lsc`).
+pub fn watch(p: &Port) {
+    if lsc_wanted(p) && !p.link.polling.swap(true, Ordering::AcqRel) {
+        alarm(p, POLL_US, on_poll);
+    }
+}
+
+/// Stops polling (the pending alarm sees this and does not re-arm).
+pub fn unwatch(p: &Port) {
+    p.link.polling.store(false, Ordering::Release);
+}
+
+/// Cancels this port's alarms (close): none runs after this returns,
+/// unless called from one of them.
+pub fn cancel(p: &Port) {
+    unwatch(p);
+    for cb in [on_change as extern "C" fn(*mut c_void), on_poll] {
+        // SAFETY: cancels our own alarms with this port's argument;
+        // EAL waits for one running on another thread.
+        unsafe { ffi::rte_eal_alarm_cancel(Some(cb), arg(p)) };
+    }
+}
+
+fn arg(p: &Port) -> *mut c_void {
+    usize::from(p.port_id) as *mut c_void
+}
+
+fn alarm(p: &Port, us: u64, cb: extern "C" fn(*mut c_void)) {
+    // SAFETY: the argument is a port id, not a pointer: the callback
+    // looks the port up and does nothing if it is gone.
+    let ret = unsafe { ffi::rte_eal_alarm_set(us, Some(cb), arg(p)) };
+    if ret != 0 {
+        ::log::warn!(
+            "{}: cannot schedule the link status check ({ret}); link status change events may be late or missing",
+            p.name
+        );
+    }
+}
+
+fn port_of(arg: *mut c_void) -> Option<std::sync::Arc<Port>> {
+    Port::lookup(u16::try_from(arg as usize).ok()?)
+}
+
+/// The published link changed: tell the application.
+extern "C" fn on_change(arg: *mut c_void) {
+    if let Some(p) = port_of(arg) {
+        // SAFETY: the port's ethdev is live (close cancels this alarm
+        // first); no driver lock is held, as the callback may re-enter.
+        unsafe {
+            ffi::rte_eth_dev_callback_process(
+                p.eth_dev,
+                ffi::RTE_ETH_EVENT_INTR_LSC,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+}
+
+/// Re-reads the netdev of a started port.
+extern "C" fn on_poll(arg: *mut c_void) {
+    let Some(p) = port_of(arg) else { return };
+    if !p.link.polling.load(Ordering::Acquire) {
+        return;
+    }
+    write(&p, &mut p.link.last.lock());
+    alarm(&p, POLL_US, on_poll);
+}
