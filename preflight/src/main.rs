@@ -39,9 +39,18 @@ fn main() -> ExitCode {
             })
         };
         let ok = match a.as_str() {
-            "--json" => Ok(json = true),
-            "--apply" => Ok(apply = true),
-            "--undo" => Ok(revert = true),
+            "--json" => {
+                json = true;
+                Ok(())
+            }
+            "--apply" => {
+                apply = true;
+                Ok(())
+            }
+            "--undo" => {
+                revert = true;
+                Ok(())
+            }
             "--iface" | "--mac" => value("a value").map(|v| select.push(v)),
             "--state" => value("a file").map(|v| state = v.into()),
             "--sysfs-root" => value("a directory").map(|v| roots.sys = v.into()),
