@@ -124,10 +124,10 @@ impl Tier {
         if pds == 0 {
             return Err("testpmd allocated no PD through mana_ib".into());
         }
-        if !d.rdma.pds.is_empty() || !d.rdma.mrs.is_empty() || !d.rdma.db_pages.is_empty() {
+        if d.rdma.user_pds() != 0 || !d.rdma.mrs.is_empty() || !d.rdma.db_pages.is_empty() {
             return Err(format!(
                 "after testpmd quit the device holds {} PDs, {} MRs, doorbell pages {:?}",
-                d.rdma.pds.len(),
+                d.rdma.user_pds(),
                 d.rdma.mrs.len(),
                 d.rdma.db_pages
             ));
@@ -368,14 +368,14 @@ impl Tier {
     fn testpmd_left_nothing(&self) -> Result<(), String> {
         let d = lock(&self.func.dev);
         if !d.wq_objs.is_empty()
-            || !d.rdma.pds.is_empty()
+            || d.rdma.user_pds() != 0
             || !d.rdma.mrs.is_empty()
             || !d.rdma.db_pages.is_empty()
         {
             return Err(format!(
                 "after testpmd quit the device holds {} WQ objects, {} PDs, {} MRs, doorbell pages {:?}",
                 d.wq_objs.len(),
-                d.rdma.pds.len(),
+                d.rdma.user_pds(),
                 d.rdma.mrs.len(),
                 d.rdma.db_pages
             ));
@@ -590,7 +590,7 @@ impl Tier {
             return Err(format!("testpmd output lacks {w:?}:\n{out}"));
         }
         let d = lock(&self.func.dev);
-        if d.vport.user.is_some() || !d.rdma.pds.is_empty() || !d.rdma.db_pages.is_empty() {
+        if d.vport.user.is_some() || d.rdma.user_pds() != 0 || !d.rdma.db_pages.is_empty() {
             return Err("testpmd's objects outlived it".into());
         }
         if d.wq_objs.len() != wq_before {

@@ -880,7 +880,10 @@ mod tests {
         assert_eq!(b[72], 0x11);
         assert_eq!(b[80], 0x12);
         assert_eq!(&b[88..96], &[1, 0, 0, 0, 2, 0, 0, 0]);
-        assert_eq!(&b[96..112], &[128, 0, 0, 0, 0, 2, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(
+            &b[96..112],
+            &[128, 0, 0, 0, 0, 2, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0]
+        );
         assert!(CreateUdQpReq::decode(b).is_ok());
         let mut bad = b.to_vec();
         bad[88] = 2; // IB_QPT_RC is not a UD QP
@@ -921,7 +924,10 @@ mod tests {
         for (at, field) in [(160, "reserved1"), (178, "reserved2"), (180, "reserved3")] {
             let mut bad = b.to_vec();
             bad[at] = 1;
-            assert_eq!(SetQpStateReq::decode(&bad).unwrap_err().field(), Some(field));
+            assert_eq!(
+                SetQpStateReq::decode(&bad).unwrap_err().field(),
+                Some(field)
+            );
         }
         let mut bad = b.to_vec();
         bad[64] = 7;
