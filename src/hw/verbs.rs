@@ -596,9 +596,9 @@ mod tests {
         // One-SGE WQEs (32 bytes): two SGEs make libmana reserve 64.
         assert_eq!(rq_shape(256, 1, 15), (256, 2));
         // Two SGEs (64 bytes): 128 per entry.
-        assert_eq!(rq_shape(256, 2, 15), (256, 7));
+        assert_eq!(rq_shape(256, 2, 15), (256, 6));
         // Five (96 bytes): 192.
-        assert_eq!(rq_shape(256, 5, 15), (256, 11));
+        assert_eq!(rq_shape(256, 5, 15), (256, 10));
         // Nine (160 bytes): more than a 256-byte entry, so more entries.
         assert_eq!(rq_shape(256, 9, 15), (320, 15));
         // A device that lets a WQ declare fewer SGEs.
