@@ -284,7 +284,7 @@ impl Burst<'_> {
 
     /// `refill` for a scattered queue: allocates and posts up to `want`
     /// WQEs of `segs` buffers; rings the doorbell once. Returns how many
-    /// WQEs were posted.
+    /// WQEs were posted (`nombuf` counts the buffers not allocated).
     pub(super) fn refill_scattered(&mut self, want: u32) -> u32 {
         let (port_id, mp) = (self.q.conf.port_id, self.q.conf.mp);
         let buf_len = self.q.conf.buf_len;
@@ -307,7 +307,7 @@ impl Burst<'_> {
         'fill: while done < want {
             // SAFETY: `bufs` has room for `segs` pointers; the pool holds mbufs.
             if unsafe { ffi::mana_shim_mempool_get_bulk(mp, bufs.as_mut_ptr().cast(), segs) } != 0 {
-                stats.nombuf.add(u64::from(want - done));
+                stats.nombuf.add(u64::from((want - done) * segs));
                 break;
             }
             for (&m, sge) in bufs.iter().zip(sgl.iter_mut()) {
@@ -322,7 +322,7 @@ impl Burst<'_> {
                         // give the WQE's buffers back, try later.
                         // SAFETY: these came from `mp` above, not posted.
                         unsafe { ffi::mana_shim_mempool_put_bulk(mp, bufs.as_ptr().cast(), segs) };
-                        stats.nombuf.add(u64::from(want - done));
+                        stats.nombuf.add(u64::from((want - done) * segs));
                         break 'fill;
                     };
                     region = r;
