@@ -14,7 +14,8 @@ use std::ffi::c_int;
 use std::ptr;
 
 /// RX offloads the device implements.
-pub const RX_OFFLOADS: u64 = RX_OFFLOAD_CHECKSUM | RX_OFFLOAD_RSS_HASH | RX_OFFLOAD_VLAN_STRIP;
+pub const RX_OFFLOADS: u64 =
+    RX_OFFLOAD_CHECKSUM | RX_OFFLOAD_RSS_HASH | RX_OFFLOAD_VLAN_STRIP | RX_OFFLOAD_SCATTER;
 /// TX offloads the device implements.
 pub const TX_OFFLOADS: u64 = TX_OFFLOAD_MULTI_SEGS
     | TX_OFFLOAD_IPV4_CKSUM
@@ -77,8 +78,9 @@ pub unsafe extern "C" fn infos_get(
         nb_max: max_desc,
         nb_min: MIN_DESC,
         nb_align: MIN_DESC,
-        nb_seg_max: 1,
-        nb_mtu_seg_max: 1,
+        // A receive WQE's buffers (scattered Rx).
+        nb_seg_max: crate::control::scatter::max_sges(lim.max_send_sge) as u16,
+        nb_mtu_seg_max: crate::control::scatter::max_sges(lim.max_send_sge) as u16,
     };
     info.tx_desc_lim = ffi::rte_eth_desc_lim {
         nb_max: max_desc,
