@@ -109,8 +109,7 @@ pub(crate) fn pci_probe(dev: &mut ffi::rte_pci_device) -> c_int {
                 return 0;
             }
             Ok(Probed { created: 0, .. }) => {
-                let wanted: Vec<String> =
-                    devargs.macs().iter().map(MacAddr::to_string).collect();
+                let wanted: Vec<String> = devargs.macs().iter().map(MacAddr::to_string).collect();
                 error!(
                     "{pci}: RDMA device {} has no port with MAC {}; check the mac= devargs against 'ip -br link'",
                     ib.name,

@@ -427,10 +427,14 @@ impl Tier {
         const N: u64 = 50;
         const LEN: usize = 3000;
         let before = self.sh30("cat /sys/class/net/eth0/mtu")?.trim().to_string();
-        self.peer.set_mtu(9000).map_err(|e| format!("peer MTU: {e}"))?;
+        self.peer
+            .set_mtu(9000)
+            .map_err(|e| format!("peer MTU: {e}"))?;
         let outcome = self.dpdk_mtu_with_peer(N, LEN);
         // The next scenarios expect the defaults.
-        self.peer.set_mtu(1500).map_err(|e| format!("peer MTU: {e}"))?;
+        self.peer
+            .set_mtu(1500)
+            .map_err(|e| format!("peer MTU: {e}"))?;
         self.sh30("ip link set eth0 mtu 1500")?;
         let mtu = outcome?;
         Ok(format!(
