@@ -14,9 +14,6 @@ use devargs::Devargs;
 use std::ffi::{c_int, CStr};
 use std::path::Path;
 
-/// `GDMA_DEVICE_MANA`: the Ethernet (raw packet) function of the adapter.
-const GDMA_DEVICE_MANA: u32 = 2;
-
 fn pci_addr(dev: &ffi::rte_pci_device) -> PciAddr {
     PciAddr {
         domain: dev.addr.domain,
@@ -125,8 +122,9 @@ pub(crate) fn pci_probe(dev: &mut ffi::rte_pci_device) -> c_int {
         }
     }
     error!(
-        "{pci}: no RDMA device of this function is the MANA Ethernet function (looked at {}); the kernel's mana_ib must offer one (vendor_part_id {GDMA_DEVICE_MANA})",
-        skipped.join(", ")
+        "{pci}: no RDMA device of this function is the MANA Ethernet function (looked at {}); the kernel's mana_ib must offer one (vendor_part_id {})",
+        skipped.join(", "),
+        gdma::control::GDMA_DEVICE_MANA
     );
     -libc::ENODEV
 }
@@ -173,7 +171,7 @@ fn probe_ports(
     })?;
     drop(ctx);
     let part = attr.orig_attr.vendor_part_id;
-    if part != 0 && part != GDMA_DEVICE_MANA {
+    if !crate::hw::verbs::is_ethernet_function(part) {
         info!(
             "{pci}: {} is not the MANA Ethernet function (vendor_part_id {part}); skipped",
             ib.name
