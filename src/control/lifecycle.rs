@@ -7,7 +7,7 @@ use crate::control::error::{Error, Result};
 use crate::control::port::{install_bursts, Ctrl, Port};
 use crate::control::queues::{self, Kind, Plan, QueueSet};
 use crate::control::reset::Phase;
-use crate::control::rss::RETA_SIZE;
+use crate::control::state::rss_conf::RETA_SIZE;
 use crate::dataplane::rxq::{RxConf, RxQueue, MIN_BUF_LEN};
 use crate::dataplane::txq::{TxConf, TxQueue};
 use crate::ffi::consts::*;

@@ -14,4 +14,4 @@ pub mod port;
 pub mod queues;
 pub mod reset;
 pub mod rss;
-pub mod shared;
+pub mod state;

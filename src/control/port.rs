@@ -5,8 +5,9 @@
 use crate::control::error::{Error, Result};
 use crate::control::mp::DoorbellShare;
 use crate::control::queues::QueueSet;
-use crate::control::rss::Rss;
-use crate::control::shared::Shared;
+use crate::control::state::limits::Limits;
+use crate::control::state::rss_conf::Rss;
+use crate::control::state::shared::Shared;
 use crate::dataplane::queue::ControlToken;
 use crate::dataplane::rxq::{self, RxQueue};
 use crate::dataplane::tx_prepare;
@@ -29,32 +30,6 @@ pub struct PortSpec {
     pub ib_port: u32,
     pub netdev: PortNetdev,
     pub attr: ffi::ibv_device_attr_ex,
-}
-
-/// Device limits from `ibv_query_device_ex`, clamped to what ethdev can
-/// carry. A copy sits in the shared block (`dev_private`) for every process,
-/// with `max_desc` lowered to what libmana accepts.
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-pub struct Limits {
-    pub max_queues: u16,
-    pub max_desc: u16,
-    pub max_send_sge: u16,
-    pub max_mr_size: u64,
-}
-
-impl Limits {
-    fn from_attr(attr: &ffi::ibv_device_attr_ex) -> Limits {
-        let a = &attr.orig_attr;
-        let clamp = |v: i32| v.clamp(0, i32::from(u16::MAX)) as u16;
-        Limits {
-            max_queues: clamp(a.max_qp).min(ffi::RTE_MAX_QUEUES_PER_PORT as u16),
-            max_desc: clamp(a.max_qp_wr.min(a.max_cqe)),
-            // The uverbs attribute is min(send, recv); MANA sends up to 30.
-            max_send_sge: clamp(a.max_sge).min(gdma::MAX_TX_WQE_SGES as u16),
-            max_mr_size: a.max_mr_size,
-        }
-    }
 }
 
 /// The verbs objects a port holds while its device is present. Field order

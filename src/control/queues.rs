@@ -16,7 +16,7 @@
 
 use crate::control::error::{Error, Result};
 use crate::control::port::{Ctrl, Device, Port};
-use crate::control::rss::Rss;
+use crate::control::state::rss_conf::Rss;
 use crate::dataplane::queue::{ControlToken, DataQueue};
 use crate::dataplane::rxq::{RxHw, RxQueue};
 use crate::dataplane::txq::{TxHw, TxQueue};

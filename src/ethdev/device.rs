@@ -3,8 +3,8 @@
 
 use super::{data, port, ret};
 use crate::control::lifecycle::{self, L2_OVERHEAD, MAX_MTU, MIN_DESC, MIN_MTU};
-use crate::control::rss::{RETA_SIZE, RSS_OFFLOADS};
-use crate::control::shared::Shared;
+use crate::control::state::rss_conf::{RETA_SIZE, RSS_OFFLOADS};
+use crate::control::state::shared::Shared;
 use crate::dataplane::rxq;
 use crate::ffi::consts::*;
 use crate::ffi::{self, rte_eth_dev};
