@@ -5,8 +5,9 @@
 
 use crate::control::error::{Error, Result};
 use crate::control::port::{install_bursts, Ctrl, Port};
-use crate::control::queues::{self, Kind, Plan, QueueSet};
+use crate::control::queues::{self, Plan};
 use crate::control::reset::Phase;
+use crate::control::state::queue_sets::{Kind, QueueSet};
 use crate::control::state::rss_conf::RETA_SIZE;
 use crate::dataplane::rxq::{RxConf, RxQueue, MIN_BUF_LEN};
 use crate::dataplane::txq::{TxConf, TxQueue};

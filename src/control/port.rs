@@ -4,7 +4,7 @@
 
 use crate::control::error::{Error, Result};
 use crate::control::mp::DoorbellShare;
-use crate::control::queues::QueueSet;
+use crate::control::state::queue_sets::{QueueSet, Running};
 use crate::control::state::limits::Limits;
 use crate::control::state::rss_conf::Rss;
 use crate::control::state::shared::Shared;
@@ -57,7 +57,7 @@ pub struct Ctrl {
     pub rss: Rss,
     /// The application wants the port started (kept across resets).
     pub started: bool,
-    pub running: Option<crate::control::queues::Running>,
+    pub running: Option<Running>,
     /// Bumped by every queue setup or release, so the reset path can tell
     /// whether the queues it planned for are still the same.
     pub generation: u64,

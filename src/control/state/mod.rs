@@ -5,5 +5,6 @@
 //! these through it.
 
 pub mod limits;
+pub mod queue_sets;
 pub mod rss_conf;
 pub mod shared;
