@@ -6,7 +6,7 @@
 use crate::control::error::{Error, Result};
 use crate::control::port::{install_bursts, Ctrl, Port};
 use crate::control::queues::{self, Plan};
-use crate::control::reset::Phase;
+use crate::control::handoff::Phase;
 use crate::control::state::queue_sets::{Kind, QueueSet};
 use crate::control::state::rss_conf::RETA_SIZE;
 use crate::dataplane::rxq::{RxConf, RxQueue, MIN_BUF_LEN};
@@ -301,7 +301,7 @@ pub fn close(p: &Port) {
         ctrl.tx.release_all(d);
         ctrl.dev.take()
     };
-    crate::control::reset::close_device(p, device);
+    crate::control::device::close_device(p, device);
     info!("{}: closed", p.name);
 }
 

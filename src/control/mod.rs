@@ -2,6 +2,7 @@
 //! construction on the device, memory registration, interrupts, device
 //! reset recovery, and multi-process support.
 
+pub mod device;
 pub mod error;
 pub mod handoff;
 pub mod hold;

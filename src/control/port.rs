@@ -5,6 +5,7 @@
 use crate::control::error::{Error, Result};
 use crate::control::mp::DoorbellShare;
 use crate::control::state::queue_sets::{QueueSet, Running};
+use crate::control::state::reset_state::Reset;
 use crate::control::state::limits::Limits;
 use crate::control::state::rss_conf::Rss;
 use crate::control::state::shared::Shared;
@@ -108,7 +109,7 @@ pub struct Port {
     pub intr: crate::control::intr::Intr,
     /// Per-queue epoll fds standing in for the completion channels.
     pub rx_epfds: Mutex<Vec<c_int>>,
-    pub reset: crate::control::reset::Reset,
+    pub reset: Reset,
     /// Asynchronous device events of a type verbs does not define, ignored
     /// (xstat `unknown_device_events`; primary process only).
     pub unknown_events: std::sync::atomic::AtomicU64,
@@ -290,7 +291,7 @@ pub fn create(
         doorbell: DoorbellShare::new(),
         intr,
         rx_epfds: Mutex::new(Vec::new()),
-        reset: crate::control::reset::Reset::new(),
+        reset: Reset::new(),
         unknown_events: std::sync::atomic::AtomicU64::new(0),
     });
     port.set_ctx(ctx);

@@ -6,5 +6,6 @@
 
 pub mod limits;
 pub mod queue_sets;
+pub mod reset_state;
 pub mod rss_conf;
 pub mod shared;
