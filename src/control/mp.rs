@@ -382,8 +382,19 @@ unsafe extern "C" fn secondary_handler(m: *const ffi::rte_mp_msg, peer: *const c
     unsafe { ffi::rte_mp_reply(&mut reply, peer as *const std::ffi::c_char) }
 }
 
+/// The data path's registration hook (see `dataplane::mr_cache`): finds or
+/// creates a registration covering `[addr, addr + len)` on the port's
+/// device, through the primary when this process is a secondary.
+pub fn register_memory(port_id: u16, addr: usize, len: usize) -> Option<Region> {
+    // SAFETY: FFI query.
+    if unsafe { ffi::rte_eal_process_type() } != ffi::RTE_PROC_PRIMARY {
+        return register_remote(port_id, addr, len);
+    }
+    Port::lookup(port_id)?.mr.lock().register(addr, len)
+}
+
 /// Secondary: registration of memory the primary has not seen.
-pub fn register_remote(port_id: u16, addr: usize, len: usize) -> Option<Region> {
+fn register_remote(port_id: u16, addr: usize, len: usize) -> Option<Region> {
     let mut req = msg(&Param {
         kind: REGISTER,
         port_id,
@@ -443,7 +454,7 @@ pub fn attach_secondary(
     ops: &'static ffi::eth_dev_ops,
 ) -> c_int {
     static ONCE: Once = Once::new();
-    crate::dataplane::mr_cache::set_register_hook(crate::control::mr::register_memory);
+    crate::dataplane::mr_cache::set_register_hook(register_memory);
     // Registered before any page is asked for, so no REMAP is missed.
     ONCE.call_once(|| register_action(secondary_handler));
     // A secondary starts with no valid port, so it cannot look the

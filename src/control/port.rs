@@ -4,6 +4,7 @@
 
 use crate::control::error::{Error, Result};
 use crate::control::mp::DoorbellShare;
+use crate::control::state::mr_registry::Registry;
 use crate::control::state::queue_sets::{QueueSet, Running};
 use crate::control::state::reset_state::Reset;
 use crate::control::state::limits::Limits;
@@ -100,7 +101,7 @@ pub struct Port {
     /// Serialises control operations on this port.
     pub ctrl: Mutex<Ctrl>,
     /// Memory registrations, also reached from the data path on a cache miss.
-    pub mr: Mutex<crate::control::mr::Registry>,
+    pub mr: Mutex<Registry>,
     /// The open device context, for the interrupt thread (null while none).
     /// Set only through [`Port::set_ctx`].
     pub ctx: AtomicPtr<ffi::ibv_context>,
@@ -286,7 +287,7 @@ pub fn create(
         numa,
         pci,
         ctrl: Mutex::new(Ctrl::new(device)),
-        mr: Mutex::new(crate::control::mr::Registry::new()),
+        mr: Mutex::new(Registry::new()),
         ctx: AtomicPtr::new(std::ptr::null_mut()),
         doorbell: DoorbellShare::new(),
         intr,
@@ -329,7 +330,7 @@ pub fn create(
     port.shared().set_fw_version(&fw_version(&attr));
     port.shared().set_rss(&port.ctrl.lock().rss);
     crate::control::mp::init_primary();
-    crate::dataplane::mr_cache::set_register_hook(crate::control::mr::register_memory);
+    crate::dataplane::mr_cache::set_register_hook(crate::control::mp::register_memory);
     crate::control::reset::watch_removal(&port);
     register(&port);
     unwind.armed = false;

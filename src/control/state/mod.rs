@@ -5,6 +5,7 @@
 //! these through it.
 
 pub mod limits;
+pub mod mr_registry;
 pub mod queue_sets;
 pub mod reset_state;
 pub mod rss_conf;
