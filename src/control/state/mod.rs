@@ -4,6 +4,7 @@
 //! behaviours (lifecycle, queues, reset, ...) sit above `port` and reach
 //! these through it.
 
+pub mod doorbell_share;
 pub mod limits;
 pub mod mr_registry;
 pub mod queue_sets;
