@@ -111,7 +111,10 @@ fn only_ethdev_ops_read_ethdevs_queue_arrays() {
     let mut bad = Vec::new();
     for f in &files {
         let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-        if rel == "control/state/queue_sets.rs" || rel.starts_with("ethdev/") || rel.starts_with("ffi/") {
+        if rel == "control/state/queue_sets.rs"
+            || rel.starts_with("ethdev/")
+            || rel.starts_with("ffi/")
+        {
             continue;
         }
         let text = std::fs::read_to_string(f).unwrap();

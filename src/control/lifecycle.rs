@@ -4,9 +4,9 @@
 //! The ethdev ops are thin wrappers over these.
 
 use crate::control::error::{Error, Result};
+use crate::control::handoff::Phase;
 use crate::control::port::{install_bursts, Ctrl, Port};
 use crate::control::queues::{self, Plan};
-use crate::control::handoff::Phase;
 use crate::control::state::queue_sets::{Kind, QueueSet};
 use crate::control::state::rss_conf::RETA_SIZE;
 use crate::dataplane::rxq::{RxConf, RxQueue, MIN_BUF_LEN};

@@ -3,11 +3,11 @@
 //! registrations, interrupts, reset state), lookup by port id, and removal.
 
 use crate::control::error::{Error, Result};
+use crate::control::state::doorbell_share::DoorbellShare;
+use crate::control::state::limits::Limits;
 use crate::control::state::mr_registry::Registry;
 use crate::control::state::queue_sets::{QueueSet, Running};
 use crate::control::state::reset_state::Reset;
-use crate::control::state::doorbell_share::DoorbellShare;
-use crate::control::state::limits::Limits;
 use crate::control::state::rss_conf::Rss;
 use crate::control::state::shared::Shared;
 use crate::dataplane::queue::ControlToken;

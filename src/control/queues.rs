@@ -17,7 +17,7 @@
 
 use crate::control::error::{Error, Result};
 use crate::control::port::{Ctrl, Device, Port};
-use crate::control::state::queue_sets::{Kind, QueueSet, RxVerbs, Running, TxVerbs};
+use crate::control::state::queue_sets::{Kind, QueueSet, Running, RxVerbs, TxVerbs};
 use crate::control::state::rss_conf::Rss;
 use crate::dataplane::queue::{ControlToken, DataQueue};
 use crate::dataplane::rxq::{RxHw, RxQueue};
