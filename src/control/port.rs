@@ -4,6 +4,7 @@
 
 use crate::control::error::{Error, Result};
 use crate::control::state::doorbell_share::DoorbellShare;
+use crate::control::state::intr_handle::Intr;
 use crate::control::state::limits::Limits;
 use crate::control::state::mr_registry::Registry;
 use crate::control::state::queue_sets::{QueueSet, Running};
@@ -107,10 +108,14 @@ pub struct Port {
     pub ctx: AtomicPtr<ffi::ibv_context>,
     /// What secondaries map their doorbell page from.
     pub doorbell: DoorbellShare,
-    pub intr: crate::control::intr::Intr,
+    pub intr: Intr,
     /// Per-queue epoll fds standing in for the completion channels.
     pub rx_epfds: Mutex<Vec<c_int>>,
     pub reset: Reset,
+    /// What the interrupt thread runs on `IBV_EVENT_DEVICE_FATAL`: the
+    /// recovery's entry, `reset::on_device_fatal`, given at creation
+    /// (`reset` sits above `intr`, which reads the event).
+    pub on_device_fatal: fn(Arc<Port>),
     /// Asynchronous device events of a type verbs does not define, ignored
     /// (xstat `unknown_device_events`; primary process only).
     pub unknown_events: std::sync::atomic::AtomicU64,
@@ -274,8 +279,7 @@ pub fn create(
         (*(*eth_dev).data).port_id
     };
     let ctx = device.ctx.as_ptr();
-    let intr = crate::control::intr::Intr::new()
-        .map_err(|e| Error::new(-e, "cannot allocate an interrupt handle"))?;
+    let intr = Intr::new().map_err(|e| Error::new(-e, "cannot allocate an interrupt handle"))?;
     let port = Arc::new(Port {
         eth_dev,
         port_id,
@@ -293,6 +297,7 @@ pub fn create(
         intr,
         rx_epfds: Mutex::new(Vec::new()),
         reset: Reset::new(),
+        on_device_fatal: crate::control::reset::on_device_fatal,
         unknown_events: std::sync::atomic::AtomicU64::new(0),
     });
     port.set_ctx(ctx);

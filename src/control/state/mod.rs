@@ -5,6 +5,7 @@
 //! these through it.
 
 pub mod doorbell_share;
+pub mod intr_handle;
 pub mod limits;
 pub mod mr_registry;
 pub mod queue_sets;
