@@ -11,6 +11,7 @@ pub mod lifecycle;
 pub mod mp;
 pub mod mr;
 pub mod mtu;
+pub mod plug;
 pub mod port;
 pub mod queues;
 pub mod reset;

@@ -40,7 +40,7 @@ pub unsafe extern "C" fn stop(dev: *mut rte_eth_dev) -> c_int {
 pub unsafe extern "C" fn close(dev: *mut rte_eth_dev) -> c_int {
     lifecycle::close(port(dev));
     // SAFETY: our ethdev, closed; ethdev releases it after this returns.
-    unsafe { crate::control::port::free_private(dev) };
+    unsafe { crate::control::plug::free_private(dev) };
     0
 }
 
