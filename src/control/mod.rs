@@ -16,4 +16,5 @@ pub mod port;
 pub mod queues;
 pub mod reset;
 pub mod rss;
+pub mod scatter;
 pub mod state;

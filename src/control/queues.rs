@@ -37,6 +37,10 @@ pub struct Plan {
     fields: u64,
     order: Vec<u16>,
     max_sge: u32,
+    /// Buffers per WQE of each receive queue.
+    rx_segs: Vec<u32>,
+    /// The SGEs a receive WQE may carry on this device.
+    max_rx_sge: u32,
     /// The configuration generation the plan was made from.
     pub generation: u64,
 }
@@ -52,6 +56,7 @@ impl Plan {
                 .collect())
         }
         let (rx, tx) = (sizes(&ctrl.rx)?, sizes(&ctrl.tx)?);
+        let rx_segs = ctrl.rx.complete()?.iter().map(|q| q.conf.segs).collect();
         let order = Rss::queue_order(&ctrl.rss.reta, rx.len()).map_err(Error::invalid)?;
         let rss_on = d.dev_conf.rxmode.mq_mode & MQ_RX_RSS_FLAG != 0;
         Ok(Plan {
@@ -62,6 +67,8 @@ impl Plan {
             fields: if rss_on { ctrl.rss.verbs_fields() } else { 0 },
             order,
             max_sge: u32::from(p.limits.max_send_sge),
+            rx_segs,
+            max_rx_sge: crate::control::scatter::max_sges(p.limits.max_send_sge),
             generation: ctrl.generation,
         })
     }
@@ -171,7 +178,7 @@ pub fn build(p: &Port, dev: &Device, plan: &Plan) -> Result<Built> {
         let nb = u32::from(nb);
         let cq = Cq::create(ctx, nb, channel.as_ref(), i as i32)
             .map_err(|e| Error::from(e).context(at(" CQ")))?;
-        let wq = Wq::create_rq(ctx, &dev.parent, &cq, nb)
+        let wq = Wq::create_rq(ctx, &dev.parent, &cq, nb, plan.rx_segs[i], plan.max_rx_sge)
             .map_err(|e| Error::from(e).context(at(" WQ")))?;
         running.rx.push(RxVerbs { wq, cq, channel });
     }

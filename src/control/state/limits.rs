@@ -1,6 +1,13 @@
-//! What the device can do, as ethdev can carry it.
+//! What a port takes: the bounds the driver sets (queue depth, MTU, the
+//! frame beyond the MTU) and the device's own limits, as ethdev carries them.
 
 use crate::ffi;
+
+pub const MIN_DESC: u16 = 64;
+pub const MIN_MTU: u16 = 68;
+pub const MAX_MTU: u16 = 9000;
+/// Ethernet header plus one VLAN tag on top of the MTU.
+pub const L2_OVERHEAD: u32 = 14 + 4;
 
 /// Device limits from `ibv_query_device_ex`, clamped to what ethdev can
 /// carry. A copy sits in the shared block (`dev_private`) for every process,
