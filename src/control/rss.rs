@@ -1,6 +1,8 @@
 //! RSS operations on a stopped port: the hash key and types, and the
 //! redirection table (the configuration itself is `state::rss_conf`).
 
+#![forbid(unsafe_code)]
+
 use crate::control::error::{self, Error};
 use crate::control::lifecycle::refuse_if_resetting;
 use crate::control::port::Port;

@@ -1,6 +1,8 @@
 //! Where a port's doorbell page comes from, as the primary hands it to
 //! secondaries (`mp`): the current device context's uverbs fd.
 
+#![forbid(unsafe_code)]
+
 use parking_lot::Mutex;
 use std::ffi::c_int;
 

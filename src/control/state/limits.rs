@@ -1,6 +1,8 @@
 //! What a port takes: the bounds the driver sets (queue depth, MTU, the
 //! frame beyond the MTU) and the device's own limits, as ethdev carries them.
 
+#![forbid(unsafe_code)]
+
 use crate::ffi;
 
 pub const MIN_DESC: u16 = 64;
