@@ -4,23 +4,19 @@
 //! The ethdev ops are thin wrappers over these.
 
 use crate::control::error::{Error, Result};
+use crate::control::handoff::Phase;
 use crate::control::port::{install_bursts, Ctrl, Port};
-use crate::control::queues::{self, Kind, Plan, QueueSet};
-use crate::control::reset::Phase;
-use crate::control::rss::RETA_SIZE;
+use crate::control::queues::{self, Plan};
 use crate::control::scatter::{self, frame_len};
+use crate::control::state::limits::MIN_DESC;
+use crate::control::state::queue_sets::{Kind, QueueSet};
+use crate::control::state::rss_conf::RETA_SIZE;
 use crate::dataplane::rxq::{RxConf, RxQueue, MIN_BUF_LEN};
 use crate::dataplane::txq::{TxConf, TxQueue};
 use crate::ffi::consts::*;
 use crate::ffi::{self, compat};
 use ::log::{debug, info, warn};
 use std::ffi::c_int;
-
-pub const MIN_DESC: u16 = 64;
-pub const MIN_MTU: u16 = 68;
-pub const MAX_MTU: u16 = 9000;
-/// Ethernet header plus one VLAN tag on top of the MTU.
-pub const L2_OVERHEAD: u32 = 14 + 4;
 
 /// Refuses control operations while a reset is being recovered from, or
 /// after recovery failed (the port must then be closed).
@@ -307,7 +303,7 @@ pub fn close(p: &Port) {
         ctrl.tx.release_all(d);
         ctrl.dev.take()
     };
-    crate::control::reset::close_device(p, device);
+    crate::control::device::close_device(p, device);
     info!("{}: closed", p.name);
 }
 

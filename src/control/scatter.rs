@@ -11,7 +11,7 @@
 //! application asks for `RTE_ETH_RX_OFFLOAD_SCATTER`: then its WQEs hold
 //! the largest frame the port takes, so later MTU changes fit too.
 
-use crate::control::lifecycle::{L2_OVERHEAD, MAX_MTU};
+use crate::control::state::limits::{L2_OVERHEAD, MAX_MTU};
 use crate::dataplane::rxq::RxConf;
 
 /// The receive buffer a frame of `mtu` needs.

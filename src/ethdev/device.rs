@@ -2,9 +2,10 @@
 //! firmware version, packet types.
 
 use super::{data, port, ret};
-use crate::control::lifecycle::{self, L2_OVERHEAD, MAX_MTU, MIN_DESC, MIN_MTU};
-use crate::control::rss::{RETA_SIZE, RSS_OFFLOADS};
-use crate::control::shared::Shared;
+use crate::control::lifecycle;
+use crate::control::state::limits::{L2_OVERHEAD, MAX_MTU, MIN_DESC, MIN_MTU};
+use crate::control::state::rss_conf::{RETA_SIZE, RSS_OFFLOADS};
+use crate::control::state::shared::Shared;
 use crate::dataplane::rxq;
 use crate::ffi::consts::*;
 use crate::ffi::{self, rte_eth_dev};
@@ -41,7 +42,7 @@ pub unsafe extern "C" fn stop(dev: *mut rte_eth_dev) -> c_int {
 pub unsafe extern "C" fn close(dev: *mut rte_eth_dev) -> c_int {
     lifecycle::close(port(dev));
     // SAFETY: our ethdev, closed; ethdev releases it after this returns.
-    unsafe { crate::control::port::free_private(dev) };
+    unsafe { crate::control::plug::free_private(dev) };
     0
 }
 

@@ -2,7 +2,7 @@
 //! interrupts, `tx_done_cleanup`, VLAN strip.
 
 use super::{data, port, ret};
-use crate::control::queues::EthQueues;
+use crate::control::state::queue_sets::EthQueues;
 use crate::control::{intr, lifecycle};
 use crate::dataplane::rxq::RxQueue;
 use crate::dataplane::txq::{self, TxQueue};

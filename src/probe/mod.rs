@@ -4,7 +4,7 @@
 pub mod devargs;
 mod diag;
 
-use crate::control::port;
+use crate::control::plug;
 use crate::ffi;
 use crate::hw::mac::MacAddr;
 use crate::hw::sysfs::{self, PciAddr};
@@ -213,7 +213,7 @@ fn probe_ports(
             probed.existing += 1;
             continue;
         }
-        let spec = port::PortSpec {
+        let spec = plug::PortSpec {
             name: port_name,
             pci,
             ib_index: index,
@@ -223,12 +223,12 @@ fn probe_ports(
             attr,
         };
         let name = spec.name.clone();
-        port::create(dev, list, spec, &crate::ethdev::OPS).map_err(|e| e.report(&name))?;
+        plug::create(dev, list, spec, &crate::ethdev::OPS).map_err(|e| e.report(&name))?;
         probed.created += 1;
     }
     Ok(probed)
 }
 
 pub(crate) fn pci_remove(dev: &mut ffi::rte_pci_device) -> c_int {
-    port::remove_all(dev)
+    plug::remove_all(dev)
 }
