@@ -255,7 +255,7 @@ fn ping_between_namespaces_through_io_forwarding() {
     let mut t = spawn(&env, &["--forward-mode=io", "--rxd=256", "--txd=256"]);
     cmd(&mut t, "start");
     for (from, to) in [(&net.a, IP_B), (&net.b, IP_A)] {
-        let o = net.exec(from, &["ping", "-c", "5", "-i", "0.2", "-W", "2", to]);
+        let o = net.exec(from, &["ping", "-c", "5", "-i", "0.2", "-w", "120", to]);
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(
             text.contains("5 packets transmitted, 5 received, 0% packet loss"),

@@ -165,8 +165,11 @@ fn ping_between_namespaces_through_testpmd() {
             "5",
             "-i",
             "0.2",
-            "-W",
-            "2",
+            // Until 5 replies came (a deadline that only catches a hang):
+            // `-W` alone waits two round trips for the last reply once any
+            // came, and lost it on a busy machine.
+            "-w",
+            "120",
             "10.77.0.2",
         ])
         .output()

@@ -274,7 +274,7 @@ impl Tier {
         self.link_up()?;
         let a = self.snapshot()?;
         let out = self.sh(
-            &format!("ping -c 10 -i 0.2 -W 5 {PEER_IP}"),
+            &format!("ping -c 10 -i 0.2 -W 30 {PEER_IP}"),
             Duration::from_secs(60),
         )?;
         if !out.contains("10 packets received") {
@@ -623,7 +623,7 @@ impl Tier {
         }
         self.link_up()?;
         let out = self.sh(
-            &format!("ping -c 5 -i 0.2 -W 5 {PEER_IP}"),
+            &format!("ping -c 5 -i 0.2 -W 30 {PEER_IP}"),
             Duration::from_secs(60),
         )?;
         if !out.contains("5 packets received") {
@@ -703,7 +703,7 @@ impl Tier {
             return Err(format!("port drops during the reset: {window:?}"));
         }
         let out = self.sh(
-            &format!("ping -c 5 -i 0.2 -W 5 {PEER_IP}"),
+            &format!("ping -c 5 -i 0.2 -W 30 {PEER_IP}"),
             Duration::from_secs(60),
         )?;
         if !out.contains("5 packets received") {
