@@ -354,9 +354,15 @@ fn wait_for_device(port: &Port) -> Result<Device, Outcome> {
 fn find_device(port: &Port) -> Option<Device> {
     let list = DeviceList::get().ok()?;
     let infos = list.infos();
-    let index = infos
-        .iter()
-        .position(|d| sysfs::ib_device_pci_addr(&d.ibdev_path) == Some(port.pci))?;
+    // Under 7.x the function has a second RDMA device, the RNIC, in either
+    // order: the Ethernet one is the one to reopen.
+    let index = infos.iter().enumerate().position(|(i, d)| {
+        sysfs::ib_device_pci_addr(&d.ibdev_path) == Some(port.pci)
+            && list
+                .open(i)
+                .and_then(|ctx| ctx.query_device_ex())
+                .is_ok_and(|a| crate::hw::verbs::is_ethernet_function(a.orig_attr.vendor_part_id))
+    })?;
     let netdev = sysfs::port_netdev(&infos[index].ibdev_path, port.ib_port)?;
     if netdev.mac != port.netdev.mac {
         warn!(

@@ -61,6 +61,14 @@ pub struct DeviceInfo {
     pub ibdev_path: PathBuf,
 }
 
+/// Whether an RDMA device whose `vendor_part_id` is `part` is MANA's
+/// Ethernet (raw packet) function. 7.x kernels give a function a second
+/// device, the RNIC (`GDMA_DEVICE_MANA_IB`); 6.12's `mana_ib` leaves the
+/// part id 0 and offers only the Ethernet one.
+pub fn is_ethernet_function(part: u32) -> bool {
+    part == 0 || part == u32::from(gdma::control::GDMA_DEVICE_MANA)
+}
+
 /// The device list; devices are opened by index while the list is alive.
 pub struct DeviceList {
     list: Option<NonNull<*mut ffi::ibv_device>>,

@@ -124,10 +124,10 @@ impl Tier {
         if pds == 0 {
             return Err("testpmd allocated no PD through mana_ib".into());
         }
-        if !d.rdma.pds.is_empty() || !d.rdma.mrs.is_empty() || !d.rdma.db_pages.is_empty() {
+        if d.rdma.user_pds() != 0 || !d.rdma.mrs.is_empty() || !d.rdma.db_pages.is_empty() {
             return Err(format!(
                 "after testpmd quit the device holds {} PDs, {} MRs, doorbell pages {:?}",
-                d.rdma.pds.len(),
+                d.rdma.user_pds(),
                 d.rdma.mrs.len(),
                 d.rdma.db_pages
             ));
@@ -384,14 +384,14 @@ impl Tier {
     fn testpmd_left_nothing(&self) -> Result<(), String> {
         let d = lock(&self.func.dev);
         if !d.wq_objs.is_empty()
-            || !d.rdma.pds.is_empty()
+            || d.rdma.user_pds() != 0
             || !d.rdma.mrs.is_empty()
             || !d.rdma.db_pages.is_empty()
         {
             return Err(format!(
                 "after testpmd quit the device holds {} WQ objects, {} PDs, {} MRs, doorbell pages {:?}",
                 d.wq_objs.len(),
-                d.rdma.pds.len(),
+                d.rdma.user_pds(),
                 d.rdma.mrs.len(),
                 d.rdma.db_pages
             ));
@@ -427,10 +427,14 @@ impl Tier {
         const N: u64 = 50;
         const LEN: usize = 3000;
         let before = self.sh30("cat /sys/class/net/eth0/mtu")?.trim().to_string();
-        self.peer.set_mtu(9000).map_err(|e| format!("peer MTU: {e}"))?;
+        self.peer
+            .set_mtu(9000)
+            .map_err(|e| format!("peer MTU: {e}"))?;
         let outcome = self.dpdk_mtu_with_peer(N, LEN);
         // The next scenarios expect the defaults.
-        self.peer.set_mtu(1500).map_err(|e| format!("peer MTU: {e}"))?;
+        self.peer
+            .set_mtu(1500)
+            .map_err(|e| format!("peer MTU: {e}"))?;
         self.sh30("ip link set eth0 mtu 1500")?;
         let mtu = outcome?;
         Ok(format!(
@@ -651,7 +655,7 @@ impl Tier {
             return Err(format!("testpmd output lacks {w:?}:\n{out}"));
         }
         let d = lock(&self.func.dev);
-        if d.vport.user.is_some() || !d.rdma.pds.is_empty() || !d.rdma.db_pages.is_empty() {
+        if d.vport.user.is_some() || d.rdma.user_pds() != 0 || !d.rdma.db_pages.is_empty() {
             return Err("testpmd's objects outlived it".into());
         }
         if d.wq_objs.len() != wq_before {

@@ -243,7 +243,15 @@ impl Tier {
         // lands while a later scenario holds the interface down (counted
         // as no_rx_queue drops, depending on timing).
         let o = std::process::Command::new("ip")
-            .args(["-n", &self.peer.ns, "neigh", "replace", GUEST_IP, "lladdr", MAC_STR])
+            .args([
+                "-n",
+                &self.peer.ns,
+                "neigh",
+                "replace",
+                GUEST_IP,
+                "lladdr",
+                MAC_STR,
+            ])
             .args(["dev", &self.peer.peer_if, "nud", "permanent"])
             .output()
             .map_err(|e| format!("ip neigh: {e}"))?;
