@@ -240,6 +240,8 @@ pub fn start(p: &Port) -> Result<()> {
         ctrl.rx.configured(),
         ctrl.tx.configured()
     );
+    drop(ctrl);
+    crate::control::mp::announce_start(p.port_id, &p.name);
     Ok(())
 }
 

@@ -5,6 +5,13 @@
 //! it gets over DPDK's IPC. Memory the primary has not registered yet is
 //! registered on request, by the primary.
 //!
+//! Starts: ethdev fills a secondary's fast-path table (`rte_eth_fp_ops`,
+//! which `rte_eth_rx_burst` reads) once, when the secondary attaches the
+//! port; a port the primary configures after that (netvsc's hot add: EAL
+//! attaches the new VF in every secondary, netvsc configures it in the
+//! primary only after) has no queue array there, so the primary's
+//! `dev_start` has every secondary point the table at the port's queues.
+//!
 //! Resets: the burst gates live in shared memory, so a secondary stops
 //! ringing doorbells when the primary closes them; after recovery the
 //! primary hands every secondary the new device's fd to map before it
@@ -31,6 +38,9 @@ const REGISTER: u32 = 2;
 const REMAP: u32 = 3;
 /// Which `<device>_portN` ports the primary drives: a bitmask of N in `len`.
 const PORTS: u32 = 4;
+/// The primary started a port: secondaries point their fast-path table at
+/// its queues.
+const STARTED: u32 = 5;
 
 /// The IPC parameter block (both directions).
 #[derive(Clone, Copy, Default)]
@@ -320,6 +330,8 @@ unsafe extern "C" fn secondary_handler(m: *const ffi::rte_mp_msg, peer: *const c
         // SAFETY: EAL passed the fd to us; a mapping keeps the page.
         unsafe { libc::close(m.fds[0]) };
         r.err().unwrap_or(0)
+    } else if p.kind == STARTED {
+        refresh_fast_path(p.port_id)
     } else {
         -libc::EINVAL
     };
@@ -337,6 +349,60 @@ pub fn register_memory(port_id: u16, addr: usize, len: usize) -> Option<Region> 
         return register_remote(port_id, addr, len);
     }
     Port::lookup(port_id)?.mr.lock().register(addr, len)
+}
+
+/// Primary, at the end of `dev_start` (before ethdev marks the port
+/// started): has every secondary point its fast-path table at the port's
+/// queue arrays. A secondary that does not answer is named in a warning;
+/// the start itself stands.
+pub fn announce_start(port_id: u16, port_name: &str) {
+    if !is_primary() {
+        return;
+    }
+    let mut req = msg(&Param {
+        kind: STARTED,
+        port_id,
+        ..Param::default()
+    });
+    let failed = match request(&mut req) {
+        Ok(replies) => replies
+            .iter()
+            .filter_map(param)
+            .find(|p| p.result != 0)
+            .map(|p| format!("a secondary process answered errno {}", -p.result)),
+        Err(e) => Some(e),
+    };
+    if let Some(e) = failed {
+        warn!(
+            "{port_name}: telling secondary processes the port started: {e}; \
+             a secondary that attached the port before it was configured cannot receive on it"
+        );
+    }
+}
+
+/// Secondary: points this process's fast-path table entry of `port_id` at
+/// the port's current queue arrays (shared data), as ethdev does when a
+/// secondary attaches. Nothing to do for a port not attached here.
+fn refresh_fast_path(port_id: u16) -> i32 {
+    let i = usize::from(port_id);
+    if i >= ffi::RTE_MAX_ETHPORTS as usize {
+        return -libc::EINVAL;
+    }
+    // SAFETY: `i` is within both per-process arrays (RTE_MAX_ETHPORTS
+    // entries). An attached port's `data` is its shared ethdev data, whose
+    // queue arrays ethdev allocated in the primary's configure; the table
+    // entry is this process's own, and its burst functions are already set.
+    unsafe {
+        let dev = (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(i);
+        if (*dev).state != ffi::RTE_ETH_DEV_ATTACHED || (*dev).data.is_null() {
+            return 0;
+        }
+        let data = (*dev).data;
+        let fp = (&raw mut ffi::rte_eth_fp_ops as *mut ffi::rte_eth_fp_ops).add(i);
+        (*fp).rxq.data = (*data).rx_queues;
+        (*fp).txq.data = (*data).tx_queues;
+    }
+    0
 }
 
 /// Secondary: registration of memory the primary has not seen.
