@@ -1160,3 +1160,193 @@ fn secondary_process_forwards_through_netvsc_and_the_vf() {
     s.quit().unwrap();
     p.quit().unwrap();
 }
+
+/// The primary and the secondary testpmd of the multi-process tests:
+/// testpmd's multi-process mode, two queues (queue 0 the primary's, queue 1
+/// the secondary's), io forwarding, our port as netvsc's VF.
+fn mp_pair(env: &EmuEnv, prefix: &str) -> (Testpmd, Testpmd) {
+    let mp = |id: &str| {
+        vec![
+            "--rxq=2".to_string(),
+            "--txq=2".into(),
+            "--rxd=256".into(),
+            "--txd=256".into(),
+            "--num-procs=2".into(),
+            format!("--proc-id={id}"),
+            "--forward-mode=io".into(),
+        ]
+    };
+    let a0 = mp("0");
+    let mut p = builder(env, &a0.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+        .hugepages()
+        .file_prefix(prefix)
+        .spawn()
+        .expect("primary testpmd starts");
+    assert_vf_taken(&mut p);
+    let a1 = mp("1");
+    let s = builder(env, &a1.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+        .hugepages()
+        .file_prefix(prefix)
+        .lcores("2@0,3@1")
+        .eal(&["--proc-type=secondary"])
+        .spawn()
+        .unwrap_or_else(|e| panic!("secondary testpmd starts: {e}\nprimary:\n{}", p.output()));
+    (p, s)
+}
+
+/// netvsc's per-queue packet counts (`rx`/`tx`) as `t` reads them.
+fn queue_packets(t: &mut Testpmd, dir: &str) -> Vec<u64> {
+    let x = xstats(t, NETVSC);
+    (0..2)
+        .map(|i| xstat(&x, &format!("{dir}_q{i}_packets")))
+        .collect()
+}
+
+/// [`pump`] for the primary and secondary pair: a hang shows both outputs.
+fn pump_mp(
+    p: &Testpmd,
+    s: &Testpmd,
+    frames: &[Vec<u8>],
+    base: u64,
+    moved: impl Fn(&Counters) -> u64,
+) {
+    let mut sent = 0u64;
+    for c in frames.chunks(100) {
+        p.inject(MAC_A, c).expect("inject");
+        sent += c.len() as u64;
+        p.wait_device(Duration::from_secs(30), |d| moved(d) == base + sent)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{sent} frames through: {e}\nprimary:\n{}\nsecondary:\n{}",
+                    p.output(),
+                    s.output()
+                )
+            });
+    }
+}
+
+/// Both processes forward through netvsc while the VF is hot removed (the
+/// synthetic path carries the traffic), hot added (back to the VF) and
+/// reset by the service: every phase's frames are forwarded exactly once,
+/// by both processes, and both read the same port counts.
+#[test]
+fn secondary_process_follows_vf_hot_remove_add_and_reset() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    const N: usize = 400;
+    let n = N as u64;
+    let (env, wire) = azure_nic("nv-mp-hotplug", "");
+    let _pages = Hugepages::reserve(512).unwrap();
+    let (mut p, mut s) = mp_pair(&env, "nvmphp");
+    let baseline = in_use(&mut p, DUMP_MEMPOOL_22_11);
+    cmd(&mut p, "start");
+    cmd(&mut s, "start");
+    let frames: Vec<Vec<Vec<u8>>> = (0..4).map(|i| udp_frames(MAC_A, N, 20 + i)).collect();
+    let vf_tx = |c: &Counters| c.port(MAC_A).unwrap().tx_packets;
+
+    // 1. Through the VF.
+    pump_mp(&p, &s, &frames[0], 0, vf_tx);
+    let q1 = queue_packets(&mut p, "rx");
+    assert!(
+        q1.iter().all(|&q| q > 0),
+        "both processes forwarded: {q1:?}"
+    );
+
+    // 2. Hot remove: the primary's netvsc removes the VF; traffic goes on
+    //    over VMBus, in both processes.
+    let (fp, fs) = (p.output().len(), s.output().len());
+    p.fault(Fault::HotRemove { pci: PCI.into() }).unwrap();
+    for line in [
+        "hn_remove_delayed(): Start to remove port 0",
+        "Port 0 is closed",
+    ] {
+        p.wait_for_from(fp, line, Duration::from_secs(20)).unwrap();
+    }
+    wait_nic(
+        &p,
+        "data path back to synthetic",
+        Duration::from_secs(10),
+        |n| n.datapath == "synthetic" && n.datapath_to_synthetic == 1,
+    );
+    pump_mp(&p, &s, &frames[1], 0, |c| nic(c).tx_packets);
+    let c = p.device_counters().unwrap();
+    assert_eq!(vf_tx(&c), n, "nothing more through the VF");
+    let ch = channels(nic(&c), |c| c.tx_packets);
+    assert!(
+        ch.len() == 2 && ch.iter().all(|&t| t > 0),
+        "both processes sent on their VMBus channel: {ch:?}"
+    );
+
+    // 3. Hot add: the primary's netvsc probes the function again and takes
+    //    it; EAL attaches it in the secondary too.
+    let fp = p.output().len();
+    p.fault(Fault::HotAdd { pci: PCI.into() }).unwrap();
+    p.wait_for_from(fp, "Starting VF port 0", Duration::from_secs(20))
+        .unwrap();
+    wait_nic(
+        &p,
+        "data path back to the VF",
+        Duration::from_secs(20),
+        |n| n.datapath == "vf" && n.datapath_to_vf == 2 && n.vf_assoc_allocated == 2,
+    );
+    pump_mp(&p, &s, &frames[2], n, vf_tx);
+
+    // 4. A service reset of the VF: our driver rebuilds it in the primary
+    //    and hands the secondary the new doorbell page.
+    let fp = p.output().len();
+    p.fault(Fault::Reset {
+        pci: PCI.into(),
+        down_ms: Some(1000),
+        new_name: None,
+    })
+    .unwrap();
+    p.wait_for_from(
+        fp,
+        "Port 0: error recovery successful event",
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    pump_mp(&p, &s, &frames[3], 2 * n, vf_tx);
+
+    cmd(&mut p, "stop");
+    cmd(&mut s, "stop");
+    let dev = settled(&p);
+    let (a, nv) = (dev.port(MAC_A).unwrap(), nic(&dev));
+    assert_eq!((a.rx_packets, a.tx_packets), (3 * n, 3 * n), "{a:?}");
+    assert_eq!((nv.rx_packets, nv.tx_packets), (n, n), "{nv:?}");
+    assert!(nv.errors.is_empty() && nv.drops.is_empty(), "{nv:?}");
+    let sq = live_queue_packets(&dev, "sq", MAC_A);
+    assert!(
+        sq.len() == 2 && sq.iter().all(|&p| p > 0),
+        "both processes send through the rebuilt VF: {sq:?}"
+    );
+    // One port, one set of counters: the same in both processes. netvsc
+    // counts its own path and its current VF's (the VF added in 3, whose
+    // counts the reset keeps).
+    let (sp, ss) = (p.port_stats(NETVSC).unwrap(), s.port_stats(NETVSC).unwrap());
+    assert_eq!(
+        (sp.rx_packets, sp.tx_packets),
+        (ss.rx_packets, ss.tx_packets),
+        "primary {sp:?}\nsecondary {ss:?}"
+    );
+    assert_eq!((sp.rx_packets, sp.tx_packets), (3 * n, 3 * n), "{sp:?}");
+    let (rx, tx) = (queue_packets(&mut p, "rx"), queue_packets(&mut p, "tx"));
+    assert_eq!(rx, tx, "each process sent what it received");
+    assert_eq!(
+        (rx, tx),
+        (queue_packets(&mut s, "rx"), queue_packets(&mut s, "tx"))
+    );
+    let so = s.output();
+    assert!(!so[fs..].contains("Segmentation fault"), "{so}");
+    assert_no_mbuf_leak_with(&mut p, DUMP_MEMPOOL_22_11, baseline);
+    s.quit().unwrap();
+    let out = p.quit().unwrap();
+    assert!(!out.contains("RNDIS response timed out"), "{out}");
+    assert_wire(
+        &wire,
+        frames.concat(),
+        "the wire carries every frame once, whichever door it took",
+    );
+}

@@ -58,14 +58,7 @@ fn kinds(base: usize) -> Vec<(Vec<u8>, &'static str, &'static str, &'static str)
     frames
         .into_iter()
         .enumerate()
-        .map(|(i, (f, ptype, l4))| {
-            (
-                pad(f, base + i),
-                ptype,
-                "RTE_MBUF_F_RX_IP_CKSUM_GOOD",
-                l4,
-            )
-        })
+        .map(|(i, (f, ptype, l4))| (pad(f, base + i), ptype, "RTE_MBUF_F_RX_IP_CKSUM_GOOD", l4))
         .collect()
 }
 

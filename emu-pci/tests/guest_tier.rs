@@ -11,8 +11,15 @@ use mana_pci::guest::scenarios::SCENARIOS;
 use std::process::Command;
 
 /// What runs under the backports kernel: its `mana` probing our device,
-/// traffic, and the service reset the device raises (6.12 has no handler).
-const BACKPORTS: [&str; 3] = ["kernel-probe", "kernel-ping", "kernel-service-reset"];
+/// traffic, the service reset the device raises (6.12 has no handler), and
+/// the same reset under our PMD forwarding through 7.x's Ethernet IB device
+/// (`manae_0`) while `ib_mad` holds the RNIC's (`mana_0`) kernel objects.
+const BACKPORTS: [&str; 4] = [
+    "kernel-probe",
+    "kernel-ping",
+    "kernel-service-reset",
+    "dpdk-service-reset",
+];
 
 /// One guest at a time: the machine has two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -8,9 +8,9 @@
 use gdma::control::*;
 use gdma::le::{U16, U32, U64};
 use gdma::{
-    CqeInfo, CqeType, Eqe, EqeType, HwcInitData, HwcRxOob, HwcTxOob, RqDoorbell, RxCompOob, Sge,
-    SmcEstablishHwc, SmcHeader, SqDoorbell, WireType, WqType, SMC_MSG_TYPE_DESTROY_HWC,
-    SMC_MSG_TYPE_ESTABLISH_HWC,
+    CqDoorbell, CqeInfo, CqeType, Eqe, EqeType, HwcInitData, HwcRxOob, HwcTxOob, RqDoorbell,
+    RxCompOob, Sge, SmcEstablishHwc, SmcHeader, SqDoorbell, WireType, WqType,
+    SMC_MSG_TYPE_DESTROY_HWC, SMC_MSG_TYPE_ESTABLISH_HWC,
 };
 use mana_pci::device::{Device, DeviceConfig};
 use mana_pci::gdma::bar0::{DB_BASE, DB_PAGE_SIZE, SMC_OFFSET};
@@ -769,8 +769,8 @@ fn user_memory_region() {
     mr.mr_type = U32::new(1);
     assert_eq!(
         status_of(&d.request(mr.as_mut_bytes())),
-        status::NOT_SUPPORTED,
-        "GPA MRs are the kernel's"
+        status::INVALID_PARAMETER,
+        "GPA MRs need a PD made with GDMA_PD_FLAG_ALLOW_GPA_MR (a kernel consumer's)"
     );
     mr.mr_type = U32::new(GDMA_MR_TYPE_GVA);
     let r = CreateMrResp::decode(&d.request(mr.as_mut_bytes())).unwrap();
@@ -1000,4 +1000,275 @@ fn late_mr_on_a_bound_vport() {
     assert_eq!(c.ports[0].counters.rx_packets, 1);
     assert_eq!(c.ports[0].counters.drops.get("bad_lkey"), Some(&1));
     assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
+}
+
+/// What 7.x `mana_ib`'s RNIC device (`mana_0`) asks when the RDMA core's
+/// `ib_mad` opens its RoCE port, in the kernel's order, and takes down at
+/// removal: a kernel PD (`GDMA_PD_FLAG_ALLOW_GPA_MR`) with its GPA MR, two
+/// CQs on the adapter, the GSI QP on two DMA regions, its state changes, its
+/// receive doorbells and CQ arming; then the destroys. The ledger stays
+/// strict: no request fails, nothing is left, no doorbell is an error.
+/// (Failed before: `GDMA_CREATE_PD` with flags 1 was answered
+/// `NOT_SUPPORTED` and the RNIC requests were not implemented.)
+#[test]
+fn rnic_kernel_consumer_lifecycle() {
+    let mut d = Driver::up();
+    let ib = DevId::new(GDMA_DEVICE_MANA_IB, 0);
+    let ib_hdr = |code, req, resp| {
+        let mut h = ReqHdr::new(code, req as u32, resp as u32);
+        h.dev_id = ib;
+        h
+    };
+    let mut reg = ib_hdr(RequestCode::GDMA_REGISTER_DEVICE, 40, 44);
+    assert_eq!(status_of(&d.request(reg.as_mut_bytes())), 0);
+    // The adapter's completion EQ, then the adapter.
+    let region = one_page_region(&mut d, 0x2_0000);
+    let mut cq = CreateQueueReq::new_zeroed();
+    cq.hdr = ib_hdr(RequestCode::GDMA_CREATE_QUEUE, 96, 36);
+    cq.queue_type = U32::new(4);
+    cq.pdid = U32::new(3);
+    cq.doorbell_id = U32::new(2);
+    cq.gdma_region = U64::new(region);
+    cq.queue_size = U32::new(4096);
+    cq.log2_throttle_limit = U32::new(1);
+    cq.eq_pci_msix_index = U32::new(1);
+    let eq = CreateQueueResp::decode(&d.request(cq.as_mut_bytes()))
+        .unwrap()
+        .queue_index
+        .get();
+    let mut ca = CreateAdapterReq::new_zeroed();
+    ca.hdr = ib_hdr(RequestCode::MANA_IB_CREATE_ADAPTER, 56, 40);
+    ca.hdr.req.msg_version = U16::new(GDMA_MESSAGE_V2);
+    ca.notify_eq_id = U32::new(eq);
+    let adapter = CreateAdapterResp::decode(&d.request(ca.as_mut_bytes()))
+        .unwrap()
+        .adapter
+        .get();
+
+    // ib_alloc_pd without udata: the kernel PD, then its local DMA key.
+    let mut p = CreatePdReq::new_zeroed();
+    p.hdr = req_hdr(RequestCode::GDMA_CREATE_PD, 48, 48);
+    p.flags = U32::new(GDMA_PD_FLAG_ALLOW_GPA_MR);
+    let pd = CreatePdResp::decode(&d.request(p.as_mut_bytes())).unwrap();
+    assert_eq!(pd.hdr.status.get(), 0);
+    let pd = pd.pd_handle.get();
+    // Unknown PD flags are refused.
+    p.flags = U32::new(2);
+    assert_eq!(
+        status_of(&d.request(p.as_mut_bytes())),
+        status::NOT_SUPPORTED
+    );
+    p.flags = U32::new(0);
+    let user_pd = CreatePdResp::decode(&d.request(p.as_mut_bytes()))
+        .unwrap()
+        .pd_handle
+        .get();
+    let mut mr = CreateMrReq::new_zeroed();
+    mr.hdr = req_hdr(RequestCode::GDMA_CREATE_MR, 88, 48);
+    mr.pd_handle = U64::new(user_pd);
+    mr.mr_type = U32::new(GDMA_MR_TYPE_GPA);
+    // A user's PD may not reach guest-physical memory.
+    assert_eq!(
+        status_of(&d.request(mr.as_mut_bytes())),
+        status::INVALID_PARAMETER
+    );
+    mr.pd_handle = U64::new(pd);
+    let m = CreateMrResp::decode(&d.request(mr.as_mut_bytes())).unwrap();
+    assert_eq!(m.hdr.status.get(), 0);
+    assert_eq!(m.lkey.get(), m.rkey.get());
+    let gpa_mr = m.mr_handle.get();
+
+    // ib_alloc_cq twice (send and receive), each on its own region and the
+    // adapter's EQ, rung through the RDMA device's doorbell page.
+    let mut cqs = Vec::new();
+    for gpa in [0x3_0000u64, 0x3_1000] {
+        let mut c = CreateCqReq::new_zeroed();
+        c.hdr = ib_hdr(RequestCode::MANA_IB_CREATE_CQ, 64, 48);
+        c.adapter = U64::new(adapter);
+        c.gdma_region = U64::new(one_page_region(&mut d, gpa));
+        c.eq_id = U32::new(eq);
+        c.doorbell_page = U32::new(2);
+        let r = CreateCqResp::decode(&d.request(c.as_mut_bytes())).unwrap();
+        assert_eq!(r.hdr.status.get(), 0);
+        // The region now belongs to the CQ.
+        assert_eq!(status_of(&d.request(c.as_mut_bytes())), status::DEVICE_BUSY);
+        cqs.push((r.cq_handle.get(), r.cq_id.get()));
+    }
+    // A CQ on the Ethernet function's EQ, or on a page nobody holds: refused.
+    let mut c = CreateCqReq::new_zeroed();
+    c.hdr = ib_hdr(RequestCode::MANA_IB_CREATE_CQ, 64, 48);
+    c.adapter = U64::new(adapter);
+    c.gdma_region = U64::new(one_page_region(&mut d, 0x3_2000));
+    c.eq_id = U32::new(d.eq_id);
+    c.doorbell_page = U32::new(2);
+    assert_eq!(
+        status_of(&d.request(c.as_mut_bytes())),
+        status::INVALID_PARAMETER
+    );
+    c.eq_id = U32::new(eq);
+    c.doorbell_page = U32::new(40);
+    assert_eq!(
+        status_of(&d.request(c.as_mut_bytes())),
+        status::INVALID_PARAMETER
+    );
+
+    // The GSI QP: SQ and RQ regions, the two CQs, the kernel PD.
+    let mut q = CreateUdQpReq::new_zeroed();
+    q.hdr = ib_hdr(RequestCode::MANA_IB_CREATE_UD_QP, 112, 48);
+    q.adapter = U64::new(adapter);
+    q.pd_handle = U64::new(pd);
+    q.send_cq_handle = U64::new(cqs[0].0);
+    q.recv_cq_handle = U64::new(cqs[1].0);
+    q.dma_region = [
+        U64::new(one_page_region(&mut d, 0x4_0000)),
+        U64::new(one_page_region(&mut d, 0x4_1000)),
+    ];
+    q.qp_type = U32::new(IB_QPT_GSI);
+    q.doorbell_page = U32::new(2);
+    q.max_send_wr = U32::new(64);
+    q.max_recv_wr = U32::new(64);
+    q.max_send_sge = U32::new(2);
+    q.max_recv_sge = U32::new(1);
+    let r = CreateUdQpResp::decode(&d.request(q.as_mut_bytes())).unwrap();
+    assert_eq!(r.hdr.status.get(), 0);
+    let qp = r.qp_handle.get();
+    let (sq, rq) = (r.queue_ids[0].get(), r.queue_ids[1].get());
+    assert_ne!(sq, rq);
+
+    // RESET -> INIT -> RTR -> RTS, as ib_mad_port_start does.
+    for state in [1u32, 2, 3] {
+        let mut s = SetQpStateReq::new_zeroed();
+        s.hdr = ib_hdr(RequestCode::MANA_IB_SET_QP_STATE, 184, 32);
+        s.hdr.req.msg_version = U16::new(GDMA_MESSAGE_V3);
+        s.adapter = U64::new(adapter);
+        s.qp_handle = U64::new(qp);
+        s.attr_mask = U64::new(1);
+        s.qp_state = U32::new(state);
+        assert_eq!(status_of(&d.request(s.as_mut_bytes())), 0);
+    }
+    assert_eq!(d.dev.rdma.qps[&qp].state, 3);
+
+    // Receive buffers posted, both CQs armed: accepted, nothing completes.
+    let ring_ib = |d: &mut Driver, reg: usize, v: u64| {
+        d.dev
+            .bar0_write(DB_BASE + 2 * DB_PAGE_SIZE + reg, &v.to_le_bytes());
+    };
+    let rdb = RqDoorbell::for_head_bu(rq, 8).unwrap();
+    ring_ib(&mut d, RqDoorbell::OFFSET, rdb.to_raw());
+    for (_, id) in &cqs {
+        let cdb = CqDoorbell::arm_at(*id, 0, 64).unwrap();
+        ring_ib(&mut d, CqDoorbell::OFFSET, cdb.to_raw());
+    }
+    assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
+    assert_eq!(d.dev.rdma.qps[&qp].rq_doorbells, 1);
+    assert!(d.dev.rdma.cqs.values().all(|c| c.doorbells == 1));
+
+    // Removal, in ib_mad_port_close's order: a CQ with a QP on it and the
+    // adapter with queues are refused first.
+    let mut dc = DestroyCqReq::new_zeroed();
+    dc.hdr = ib_hdr(RequestCode::MANA_IB_DESTROY_CQ, 56, 32);
+    dc.adapter = U64::new(adapter);
+    dc.cq_handle = U64::new(cqs[0].0);
+    assert_eq!(
+        status_of(&d.request(dc.as_mut_bytes())),
+        status::DEVICE_BUSY
+    );
+    let mut da = DestroyAdapterReq::new_zeroed();
+    da.hdr = ib_hdr(RequestCode::MANA_IB_DESTROY_ADAPTER, 48, 32);
+    da.adapter = U64::new(adapter);
+    assert_eq!(
+        status_of(&d.request(da.as_mut_bytes())),
+        status::DEVICE_BUSY
+    );
+    let mut dq = DestroyUdQpReq::new_zeroed();
+    dq.hdr = ib_hdr(RequestCode::MANA_IB_DESTROY_UD_QP, 56, 32);
+    dq.adapter = U64::new(adapter);
+    dq.qp_handle = U64::new(qp);
+    assert_eq!(status_of(&d.request(dq.as_mut_bytes())), 0);
+    assert_eq!(status_of(&d.request(dq.as_mut_bytes())), status::NOT_FOUND);
+    // A late receive doorbell to the destroyed RQ is ignored, not an error.
+    ring_ib(&mut d, RqDoorbell::OFFSET, rdb.to_raw());
+    assert_eq!(d.dev.stale_doorbells, 1);
+    for (h, _) in &cqs {
+        dc.cq_handle = U64::new(*h);
+        assert_eq!(status_of(&d.request(dc.as_mut_bytes())), 0);
+    }
+    let mut dm = DestroyMrReq::new_zeroed();
+    dm.hdr = req_hdr(RequestCode::GDMA_DESTROY_MR, 48, 32);
+    dm.mr_handle = U64::new(gpa_mr);
+    let mut dp = DestroyPdReq::new_zeroed();
+    dp.hdr = req_hdr(RequestCode::GDMA_DESTROY_PD, 48, 32);
+    dp.pd_handle = U64::new(pd);
+    // The PD outlives its MR, never the reverse.
+    assert_eq!(
+        status_of(&d.request(dp.as_mut_bytes())),
+        status::DEVICE_BUSY
+    );
+    assert_eq!(status_of(&d.request(dm.as_mut_bytes())), 0);
+    assert_eq!(status_of(&d.request(dp.as_mut_bytes())), 0);
+    dp.pd_handle = U64::new(user_pd);
+    assert_eq!(status_of(&d.request(dp.as_mut_bytes())), 0);
+    assert_eq!(status_of(&d.request(da.as_mut_bytes())), 0);
+
+    assert!(d.dev.rdma.cqs.is_empty() && d.dev.rdma.qps.is_empty());
+    assert!(d.dev.rdma.gpa_mrs.is_empty() && d.dev.rdma.pds.is_empty());
+    // Only the refused CQ's region is left, unowned (the kernel would
+    // destroy it).
+    assert_eq!(d.dev.regions.len(), 2, "the EQ's and the refused CQ's");
+    assert!(d.dev.ledger.leaked.is_empty(), "{:?}", d.dev.ledger.leaked);
+    assert_eq!(d.dev.ledger.unanswered(), 0);
+    assert!(d.dev.ledger.unimplemented.is_empty());
+    assert!(d.dev.errors.is_empty(), "{:?}", d.dev.errors);
+}
+
+/// The adapter's queues go with the RDMA device's deregistration (a kernel
+/// that skips the destroys), recorded as left behind.
+#[test]
+fn rnic_queues_go_with_the_adapter() {
+    let mut d = Driver::up();
+    let ib = DevId::new(GDMA_DEVICE_MANA_IB, 0);
+    let mut reg = ReqHdr::new(RequestCode::GDMA_REGISTER_DEVICE, 40, 44);
+    reg.dev_id = ib;
+    assert_eq!(status_of(&d.request(reg.as_mut_bytes())), 0);
+    let region = one_page_region(&mut d, 0x2_0000);
+    let mut cq = CreateQueueReq::new_zeroed();
+    cq.hdr = ReqHdr::new(RequestCode::GDMA_CREATE_QUEUE, 96, 36);
+    cq.hdr.dev_id = ib;
+    cq.queue_type = U32::new(4);
+    cq.pdid = U32::new(3);
+    cq.doorbell_id = U32::new(2);
+    cq.gdma_region = U64::new(region);
+    cq.queue_size = U32::new(4096);
+    cq.log2_throttle_limit = U32::new(1);
+    let eq = CreateQueueResp::decode(&d.request(cq.as_mut_bytes()))
+        .unwrap()
+        .queue_index
+        .get();
+    let mut ca = CreateAdapterReq::new_zeroed();
+    ca.hdr = ReqHdr::new(RequestCode::MANA_IB_CREATE_ADAPTER, 56, 40);
+    ca.hdr.dev_id = ib;
+    ca.notify_eq_id = U32::new(eq);
+    let adapter = CreateAdapterResp::decode(&d.request(ca.as_mut_bytes()))
+        .unwrap()
+        .adapter
+        .get();
+    let mut c = CreateCqReq::new_zeroed();
+    c.hdr = ReqHdr::new(RequestCode::MANA_IB_CREATE_CQ, 64, 48);
+    c.hdr.dev_id = ib;
+    c.adapter = U64::new(adapter);
+    c.gdma_region = U64::new(one_page_region(&mut d, 0x3_0000));
+    c.eq_id = U32::new(eq);
+    c.doorbell_page = U32::new(2);
+    assert_eq!(status_of(&d.request(c.as_mut_bytes())), 0);
+    let mut dereg = ReqHdr::new(RequestCode::GDMA_DEREGISTER_DEVICE, 40, 32);
+    dereg.dev_id = ib;
+    assert_eq!(status_of(&d.request(dereg.as_mut_bytes())), 0);
+    assert!(d.dev.rdma.cqs.is_empty());
+    let leaked = &d.dev.ledger.leaked;
+    assert!(
+        leaked.iter().any(|l| l.starts_with("RNIC CQ")),
+        "{leaked:?}"
+    );
+    // The CQ's region went with it.
+    assert_eq!(d.dev.regions.len(), 0, "EQ region and CQ region released");
 }

@@ -6,12 +6,9 @@ use crate::control::error::{self, Error};
 use crate::control::port::Port;
 use crate::ffi;
 use ::log::{error, warn};
-use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-const INSTANCE_F_SHARED: u32 = 1;
 
 fn set_nonblocking(fd: c_int) -> std::io::Result<()> {
     // SAFETY: fcntl on a descriptor we own; no memory is passed.
@@ -22,54 +19,6 @@ fn set_nonblocking(fd: c_int) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The port's interrupt handle: async events of the current device context,
-/// plus the rx queue vectors. The handle outlives resets (applications keep
-/// pointers to it); only its fd and registration change.
-pub struct Intr {
-    handle: *mut ffi::rte_intr_handle,
-    state: Mutex<Registration>,
-    released: Condvar,
-}
-
-#[derive(Default)]
-struct Registration {
-    /// The callback is registered (its argument holds a port reference).
-    registered: bool,
-    /// A deferred unregistration has not run yet.
-    pending: bool,
-    /// Free the handle once the deferred unregistration ran (port closed).
-    free_on_release: bool,
-}
-
-// SAFETY: the handle is only used through EAL's intr API, which is
-// thread-safe; the registration state is behind a mutex.
-unsafe impl Send for Intr {}
-// SAFETY: shared use goes through EAL's thread-safe API and the mutex.
-unsafe impl Sync for Intr {}
-
-impl Intr {
-    pub fn new() -> Result<Intr, c_int> {
-        // SAFETY: plain allocation; checked.
-        let handle = unsafe { ffi::rte_intr_instance_alloc(INSTANCE_F_SHARED) };
-        if handle.is_null() {
-            return Err(-libc::ENOMEM);
-        }
-        Ok(Intr {
-            handle,
-            state: Mutex::new(Registration::default()),
-            released: Condvar::new(),
-        })
-    }
-
-    pub fn handle(&self) -> *mut ffi::rte_intr_handle {
-        self.handle
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Registration> {
-        self.state.lock()
-    }
 }
 
 /// Registers the async-event handler on `port`'s current device context.
@@ -203,7 +152,7 @@ unsafe extern "C" fn on_async_event(arg: *mut c_void) {
         // SAFETY: acknowledges the event just read.
         unsafe { ffi::ibv_ack_async_event(&mut ev) };
         if kind == ffi::IBV_EVENT_DEVICE_FATAL {
-            crate::control::reset::on_device_fatal(port);
+            (port.on_device_fatal)(port);
             return;
         }
         if kind > ffi::IBV_EVENT_WQ_FATAL {

@@ -4,23 +4,20 @@
 //! The ethdev ops are thin wrappers over these.
 
 use crate::control::error::{Error, Result};
+use crate::control::handoff::Phase;
 use crate::control::link;
 use crate::control::port::{install_bursts, Ctrl, Port};
-use crate::control::queues::{self, Kind, Plan, QueueSet};
-use crate::control::reset::Phase;
-use crate::control::rss::RETA_SIZE;
+use crate::control::queues::{self, Plan};
+use crate::control::scatter::{self, frame_len};
+use crate::control::state::limits::MIN_DESC;
+use crate::control::state::queue_sets::{Kind, QueueSet};
+use crate::control::state::rss_conf::RETA_SIZE;
 use crate::dataplane::rxq::{RxConf, RxQueue, MIN_BUF_LEN};
 use crate::dataplane::txq::{TxConf, TxQueue};
 use crate::ffi;
 use crate::ffi::consts::*;
 use ::log::{debug, info, warn};
 use std::ffi::c_int;
-
-pub const MIN_DESC: u16 = 64;
-pub const MIN_MTU: u16 = 68;
-pub const MAX_MTU: u16 = 9000;
-/// Ethernet header plus one VLAN tag on top of the MTU.
-pub const L2_OVERHEAD: u32 = 14 + 4;
 
 /// Refuses control operations while a reset is being recovered from, or
 /// after recovery failed (the port must then be closed).
@@ -97,11 +94,6 @@ fn check_desc(p: &Port, nb_desc: u16) -> Result<()> {
     Ok(())
 }
 
-/// The receive buffer a frame of `mtu` needs (no scatter).
-fn frame_len(mtu: u16) -> u32 {
-    u32::from(mtu) + L2_OVERHEAD
-}
-
 /// `rx_queue_setup`: replaces queue `qid` with a new one.
 pub fn setup_rx(
     p: &Port,
@@ -129,13 +121,19 @@ pub fn setup_rx(
             "mbufs hold {buf_len} bytes after the headroom, fewer than a {MIN_BUF_LEN}-byte minimum frame: use a larger mbuf data room"
         ))));
     }
-    let frame = frame_len(d.mtu);
-    if buf_len < frame {
-        return Err(at(Error::invalid(format!(
-            "mbufs hold {buf_len} bytes but MTU {} frames need {frame}; MANA receives \
-             each packet into one buffer (no scatter): use a larger mbuf data room",
-            d.mtu
-        ))));
+    let offloads = conf.offloads | d.dev_conf.rxmode.offloads;
+    let max_sges = scatter::max_sges(p.shared().limits.max_send_sge);
+    let asked = offloads & RX_OFFLOAD_SCATTER != 0;
+    let segs =
+        scatter::segments(buf_len, d.mtu, asked, max_sges).map_err(|e| at(Error::invalid(e)))?;
+    if segs > 1 && !asked {
+        info!(
+            "{}: rx queue {qid}: MTU {} frames ({} bytes) do not fit one {buf_len}-byte mbuf: \
+             each is received into up to {segs} chained mbufs (scattered Rx)",
+            p.name,
+            d.mtu,
+            frame_len(d.mtu)
+        );
     }
     ctrl.rx.release(d, qid);
     ctrl.generation += 1;
@@ -146,10 +144,15 @@ pub fn setup_rx(
             socket,
             nb_desc,
             buf_len,
+            segs,
             mp,
             conf: *conf,
         },
-        conf.offloads | d.dev_conf.rxmode.offloads,
+        if segs > 1 {
+            offloads | RX_OFFLOAD_SCATTER
+        } else {
+            offloads
+        },
     )
     .ok_or_else(|| {
         at(Error::new(
@@ -234,6 +237,8 @@ pub fn start(p: &Port) -> Result<()> {
         ctrl.rx.configured(),
         ctrl.tx.configured()
     );
+    drop(ctrl);
+    crate::control::mp::announce_start(p.port_id, &p.name);
     Ok(())
 }
 
@@ -299,7 +304,7 @@ pub fn close(p: &Port) {
         ctrl.tx.release_all(d);
         ctrl.dev.take()
     };
-    crate::control::reset::close_device(p, device);
+    crate::control::device::close_device(p, device);
     info!("{}: closed", p.name);
 }
 
@@ -398,11 +403,8 @@ pub fn set_mtu(p: &Port, mtu: u16) -> Result<()> {
     let ctrl = p.ctrl.lock();
     refuse_if_resetting(p)?;
     let frame = frame_len(mtu);
-    if let Some((i, q)) = ctrl.rx.iter().find(|(_, q)| q.conf.buf_len < frame) {
-        return Err(Error::invalid(format!(
-            "MTU {mtu} needs {frame}-byte receive buffers; rx queue {i} has {} (no scatter): set up the queues with larger mbufs first",
-            q.conf.buf_len
-        )));
+    if let Some((i, q)) = ctrl.rx.iter().find(|(_, q)| q.conf.max_pkt_len() < frame) {
+        return Err(Error::invalid(scatter::too_long(mtu, i, &q.conf)));
     }
     crate::control::mtu::write(p, mtu)
 }

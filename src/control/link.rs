@@ -16,33 +16,15 @@
 //! back into the driver.
 
 use crate::control::port::Port;
+use crate::control::state::link_state::Published;
 use crate::ffi::consts::SPEED_NUM_100G;
 use crate::ffi::{self, compat};
 use crate::hw::sysfs;
-use parking_lot::Mutex;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 /// How often a started port's netdev is read for carrier and speed.
 const POLL_US: u64 = 250_000;
-
-/// What a port last published, and whether its netdev is being polled.
-#[derive(Default)]
-pub struct LinkState {
-    /// Publications in order: the poll re-publishes the last port state
-    /// given, never an older one.
-    last: Mutex<Published>,
-    polling: AtomicBool,
-}
-
-#[derive(Default)]
-struct Published {
-    /// What the port state says (started and not recovering).
-    state_up: bool,
-    /// The link written into the port's data (down, as ethdev starts it,
-    /// before the first).
-    link: (bool, u32),
-}
 
 /// The link of a port whose state says `up`: status and speed in Mbit/s.
 pub fn current(p: &Port, up: bool) -> (bool, u32) {

@@ -5,6 +5,13 @@
 //! it gets over DPDK's IPC. Memory the primary has not registered yet is
 //! registered on request, by the primary.
 //!
+//! Starts: ethdev fills a secondary's fast-path table (`rte_eth_fp_ops`,
+//! which `rte_eth_rx_burst` reads) once, when the secondary attaches the
+//! port; a port the primary configures after that (netvsc's hot add: EAL
+//! attaches the new VF in every secondary, netvsc configures it in the
+//! primary only after) has no queue array there, so the primary's
+//! `dev_start` has every secondary point the table at the port's queues.
+//!
 //! Resets: the burst gates live in shared memory, so a secondary stops
 //! ringing doorbells when the primary closes them; after recovery the
 //! primary hands every secondary the new device's fd to map before it
@@ -31,6 +38,9 @@ const REGISTER: u32 = 2;
 const REMAP: u32 = 3;
 /// Which `<device>_portN` ports the primary drives: a bitmask of N in `len`.
 const PORTS: u32 = 4;
+/// The primary started a port: secondaries point their fast-path table at
+/// its queues.
+const STARTED: u32 = 5;
 
 /// The IPC parameter block (both directions).
 #[derive(Clone, Copy, Default)]
@@ -227,60 +237,6 @@ unsafe extern "C" fn primary_handler(m: *const ffi::rte_mp_msg, peer: *const c_v
     unsafe { ffi::rte_mp_reply(&mut reply, peer as *const std::ffi::c_char) }
 }
 
-/// The uverbs fd whose first page is the current context's doorbell page,
-/// and how many contexts the port has had: a secondary keeps the mapping of
-/// the highest generation it was given, whichever message arrives last.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DoorbellSource {
-    /// `cmd_fd` of the open context, or -1 while there is none.
-    pub fd: c_int,
-    pub generation: u64,
-}
-
-/// A port's doorbell source, shared between the thread that opens and
-/// closes device contexts and the IPC thread that hands the fd out: a reply
-/// carrying the fd is sent while the source is held, and changing the
-/// source waits for it, so the fd is never closed under a reply.
-pub struct DoorbellShare(Mutex<DoorbellSource>);
-
-impl DoorbellShare {
-    pub const fn new() -> DoorbellShare {
-        DoorbellShare(Mutex::new(DoorbellSource {
-            fd: -1,
-            generation: 0,
-        }))
-    }
-
-    /// A new context's fd (a new generation), or none. Returns once no
-    /// reply carries the previous fd any more.
-    pub fn set(&self, fd: Option<c_int>) {
-        let mut src = self.0.lock();
-        match fd {
-            Some(fd) => {
-                src.fd = fd;
-                src.generation += 1;
-            }
-            None => src.fd = -1,
-        }
-    }
-
-    pub fn current(&self) -> DoorbellSource {
-        *self.0.lock()
-    }
-
-    /// Runs `f` with the current source held (it sends the reply).
-    pub fn with_current<R>(&self, f: impl FnOnce(DoorbellSource) -> R) -> R {
-        let src = self.0.lock();
-        f(*src)
-    }
-}
-
-impl Default for DoorbellShare {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 /// Primary, after a reset: makes every secondary map the new device's
 /// doorbell page before the gates reopen. An error names what failed: a
 /// secondary left on the old page would ring doorbells nobody hears.
@@ -374,6 +330,8 @@ unsafe extern "C" fn secondary_handler(m: *const ffi::rte_mp_msg, peer: *const c
         // SAFETY: EAL passed the fd to us; a mapping keeps the page.
         unsafe { libc::close(m.fds[0]) };
         r.err().unwrap_or(0)
+    } else if p.kind == STARTED {
+        refresh_fast_path(p.port_id)
     } else {
         -libc::EINVAL
     };
@@ -382,8 +340,73 @@ unsafe extern "C" fn secondary_handler(m: *const ffi::rte_mp_msg, peer: *const c
     unsafe { ffi::rte_mp_reply(&mut reply, peer as *const std::ffi::c_char) }
 }
 
+/// The data path's registration hook (see `dataplane::mr_cache`): finds or
+/// creates a registration covering `[addr, addr + len)` on the port's
+/// device, through the primary when this process is a secondary.
+pub fn register_memory(port_id: u16, addr: usize, len: usize) -> Option<Region> {
+    // SAFETY: FFI query.
+    if unsafe { ffi::rte_eal_process_type() } != ffi::RTE_PROC_PRIMARY {
+        return register_remote(port_id, addr, len);
+    }
+    Port::lookup(port_id)?.mr.lock().register(addr, len)
+}
+
+/// Primary, at the end of `dev_start` (before ethdev marks the port
+/// started): has every secondary point its fast-path table at the port's
+/// queue arrays. A secondary that does not answer is named in a warning;
+/// the start itself stands.
+pub fn announce_start(port_id: u16, port_name: &str) {
+    if !is_primary() {
+        return;
+    }
+    let mut req = msg(&Param {
+        kind: STARTED,
+        port_id,
+        ..Param::default()
+    });
+    let failed = match request(&mut req) {
+        Ok(replies) => replies
+            .iter()
+            .filter_map(param)
+            .find(|p| p.result != 0)
+            .map(|p| format!("a secondary process answered errno {}", -p.result)),
+        Err(e) => Some(e),
+    };
+    if let Some(e) = failed {
+        warn!(
+            "{port_name}: telling secondary processes the port started: {e}; \
+             a secondary that attached the port before it was configured cannot receive on it"
+        );
+    }
+}
+
+/// Secondary: points this process's fast-path table entry of `port_id` at
+/// the port's current queue arrays (shared data), as ethdev does when a
+/// secondary attaches. Nothing to do for a port not attached here.
+fn refresh_fast_path(port_id: u16) -> i32 {
+    let i = usize::from(port_id);
+    if i >= ffi::RTE_MAX_ETHPORTS as usize {
+        return -libc::EINVAL;
+    }
+    // SAFETY: `i` is within both per-process arrays (RTE_MAX_ETHPORTS
+    // entries). An attached port's `data` is its shared ethdev data, whose
+    // queue arrays ethdev allocated in the primary's configure; the table
+    // entry is this process's own, and its burst functions are already set.
+    unsafe {
+        let dev = (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(i);
+        if (*dev).state != ffi::RTE_ETH_DEV_ATTACHED || (*dev).data.is_null() {
+            return 0;
+        }
+        let data = (*dev).data;
+        let fp = (&raw mut ffi::rte_eth_fp_ops as *mut ffi::rte_eth_fp_ops).add(i);
+        (*fp).rxq.data = (*data).rx_queues;
+        (*fp).txq.data = (*data).tx_queues;
+    }
+    0
+}
+
 /// Secondary: registration of memory the primary has not seen.
-pub fn register_remote(port_id: u16, addr: usize, len: usize) -> Option<Region> {
+fn register_remote(port_id: u16, addr: usize, len: usize) -> Option<Region> {
     let mut req = msg(&Param {
         kind: REGISTER,
         port_id,
@@ -443,7 +466,7 @@ pub fn attach_secondary(
     ops: &'static ffi::eth_dev_ops,
 ) -> c_int {
     static ONCE: Once = Once::new();
-    crate::dataplane::mr_cache::set_register_hook(crate::control::mr::register_memory);
+    crate::dataplane::mr_cache::set_register_hook(register_memory);
     // Registered before any page is asked for, so no REMAP is missed.
     ONCE.call_once(|| register_action(secondary_handler));
     // A secondary starts with no valid port, so it cannot look the
@@ -522,44 +545,6 @@ pub fn detach_secondary(port_id: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A secondary's DOORBELL_FD request answered while the primary closes
-    /// the device context: closing (setting no fd) waits until the reply
-    /// carrying the old fd is sent, so the fd it sends is still open.
-    #[test]
-    fn closing_the_context_waits_for_a_reply_carrying_its_fd() {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        use std::sync::Arc;
-        let share = Arc::new(DoorbellShare::new());
-        share.set(Some(42));
-        let step = Arc::new(AtomicU32::new(0));
-        let (s2, st2) = (share.clone(), step.clone());
-        let reply = std::thread::spawn(move || {
-            s2.with_current(|src| {
-                st2.store(1, Ordering::SeqCst);
-                std::thread::sleep(std::time::Duration::from_millis(100));
-                // The "reply": the fd must still be the open context's.
-                assert_eq!(st2.load(Ordering::SeqCst), 1, "closed under the reply");
-                src
-            })
-        });
-        while step.load(Ordering::SeqCst) == 0 {
-            std::thread::yield_now();
-        }
-        share.set(None);
-        step.store(2, Ordering::SeqCst);
-        let sent = reply.join().unwrap();
-        assert_eq!((sent.fd, sent.generation), (42, 1));
-        assert_eq!(share.current().fd, -1);
-        share.set(Some(7));
-        assert_eq!(
-            share.current(),
-            DoorbellSource {
-                fd: 7,
-                generation: 2
-            }
-        );
-    }
 
     #[test]
     fn params_round_trip_through_an_ipc_message() {

@@ -1,12 +1,17 @@
-//! One ethdev per MANA port: creation at probe, the process-local state
-//! behind `eth_dev->process_private` (control state and its lock, memory
-//! registrations, interrupts, reset state), lookup by port id, and removal.
+//! One ethdev per MANA port: the process-local state behind
+//! `eth_dev->process_private` (control state and its lock, memory
+//! registrations, interrupts, reset state) and lookup by port id. Made of
+//! the types in `state`; what creates and removes a port is `plug`.
 
-use crate::control::error::{Error, Result};
-use crate::control::mp::DoorbellShare;
-use crate::control::queues::QueueSet;
-use crate::control::rss::Rss;
-use crate::control::shared::Shared;
+use crate::control::state::doorbell_share::DoorbellShare;
+use crate::control::state::intr_handle::Intr;
+use crate::control::state::limits::Limits;
+use crate::control::state::link_state::LinkState;
+use crate::control::state::mr_registry::Registry;
+use crate::control::state::queue_sets::{QueueSet, Running};
+use crate::control::state::reset_state::Reset;
+use crate::control::state::rss_conf::Rss;
+use crate::control::state::shared::Shared;
 use crate::dataplane::queue::ControlToken;
 use crate::dataplane::rxq::{self, RxQueue};
 use crate::dataplane::tx_prepare;
@@ -14,48 +19,10 @@ use crate::dataplane::txq::{self, TxQueue};
 use crate::ffi::{self, compat};
 use crate::hw::sysfs::{PciAddr, PortNetdev};
 use crate::hw::verbs::{Context, DeviceInfo, DeviceList, Pd};
-use ::log::{error, info};
 use parking_lot::Mutex;
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
-
-/// What probe found for one port.
-pub struct PortSpec {
-    pub name: String,
-    pub pci: PciAddr,
-    pub ib_index: usize,
-    pub ib: DeviceInfo,
-    pub ib_port: u32,
-    pub netdev: PortNetdev,
-    pub attr: ffi::ibv_device_attr_ex,
-}
-
-/// Device limits from `ibv_query_device_ex`, clamped to what ethdev can
-/// carry. A copy sits in the shared block (`dev_private`) for every process,
-/// with `max_desc` lowered to what libmana accepts.
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-pub struct Limits {
-    pub max_queues: u16,
-    pub max_desc: u16,
-    pub max_send_sge: u16,
-    pub max_mr_size: u64,
-}
-
-impl Limits {
-    fn from_attr(attr: &ffi::ibv_device_attr_ex) -> Limits {
-        let a = &attr.orig_attr;
-        let clamp = |v: i32| v.clamp(0, i32::from(u16::MAX)) as u16;
-        Limits {
-            max_queues: clamp(a.max_qp).min(ffi::RTE_MAX_QUEUES_PER_PORT as u16),
-            max_desc: clamp(a.max_qp_wr.min(a.max_cqe)),
-            // The uverbs attribute is min(send, recv); MANA sends up to 30.
-            max_send_sge: clamp(a.max_sge).min(gdma::MAX_TX_WQE_SGES as u16),
-            max_mr_size: a.max_mr_size,
-        }
-    }
-}
 
 /// The verbs objects a port holds while its device is present. Field order
 /// is drop order: the parent domain, then the PD, then the context.
@@ -82,7 +49,7 @@ pub struct Ctrl {
     pub rss: Rss,
     /// The application wants the port started (kept across resets).
     pub started: bool,
-    pub running: Option<crate::control::queues::Running>,
+    pub running: Option<Running>,
     /// Bumped by every queue setup or release, so the reset path can tell
     /// whether the queues it planned for are still the same.
     pub generation: u64,
@@ -94,7 +61,7 @@ pub struct Ctrl {
 }
 
 impl Ctrl {
-    fn new(dev: Device) -> Ctrl {
+    pub fn new(dev: Device) -> Ctrl {
         Ctrl {
             dev: Some(dev),
             rss: Rss::new(),
@@ -124,21 +91,25 @@ pub struct Port {
     /// Serialises control operations on this port.
     pub ctrl: Mutex<Ctrl>,
     /// Memory registrations, also reached from the data path on a cache miss.
-    pub mr: Mutex<crate::control::mr::Registry>,
+    pub mr: Mutex<Registry>,
     /// The open device context, for the interrupt thread (null while none).
     /// Set only through [`Port::set_ctx`].
     pub ctx: AtomicPtr<ffi::ibv_context>,
     /// What secondaries map their doorbell page from.
     pub doorbell: DoorbellShare,
-    pub intr: crate::control::intr::Intr,
+    pub intr: Intr,
     /// Per-queue epoll fds standing in for the completion channels.
     pub rx_epfds: Mutex<Vec<c_int>>,
-    pub reset: crate::control::reset::Reset,
+    pub reset: Reset,
+    /// What the interrupt thread runs on `IBV_EVENT_DEVICE_FATAL`: the
+    /// recovery's entry, `reset::on_device_fatal`, given at creation
+    /// (`reset` sits above `intr`, which reads the event).
+    pub on_device_fatal: fn(Arc<Port>),
     /// Asynchronous device events of a type verbs does not define, ignored
     /// (xstat `unknown_device_events`; primary process only).
     pub unknown_events: std::sync::atomic::AtomicU64,
     /// The link last reported, for link status change events.
-    pub link: crate::control::link::LinkState,
+    pub link: LinkState,
 }
 
 // SAFETY: the raw eth_dev pointer refers to DPDK's static device array,
@@ -156,7 +127,8 @@ impl Port {
     /// The port behind an ethdev of this driver (inside its ops).
     ///
     /// # Safety
-    /// `dev` is a live ethdev whose `process_private` was set by [`create`].
+    /// `dev` is a live ethdev whose `process_private` was set by
+    /// [`plug::create`](crate::control::plug::create).
     pub unsafe fn of<'a>(dev: *mut ffi::rte_eth_dev) -> &'a Port {
         // SAFETY: the caller gives us one of our live ethdevs, whose
         // process_private holds a reference to its Port until close.
@@ -228,149 +200,8 @@ pub unsafe fn install_bursts(dev: *mut ffi::rte_eth_dev, running: bool) {
     }
 }
 
-/// Undoes a port creation that did not finish (drop while armed).
-struct Unwind {
-    eth_dev: *mut ffi::rte_eth_dev,
-    armed: bool,
-}
-
-impl Drop for Unwind {
-    fn drop(&mut self) {
-        if self.armed {
-            // SAFETY: the ethdev was allocated by `create` and never
-            // published; freeing its private state (if set) and releasing
-            // it (which frees mac_addrs and dev_private) leaves nothing.
-            unsafe {
-                free_private(self.eth_dev);
-                ffi::rte_eth_dev_release_port(self.eth_dev);
-            }
-        }
-    }
-}
-
-/// Creates the ethdev of one port with `ops`, and publishes it.
-pub fn create(
-    pci_dev: &mut ffi::rte_pci_device,
-    list: &DeviceList,
-    spec: PortSpec,
-    ops: &'static ffi::eth_dev_ops,
-) -> Result<()> {
-    let PortSpec {
-        name,
-        pci,
-        ib_index,
-        ib,
-        ib_port,
-        netdev,
-        attr,
-    } = spec;
-    let device = Device::open(list, ib_index, ib_port)?;
-    let cname = CString::new(name.clone()).map_err(|_| Error::invalid("NUL in the port name"))?;
-    // SAFETY: `cname` is a valid string; returns NULL if the name is taken.
-    let eth_dev = unsafe { ffi::rte_eth_dev_allocate(cname.as_ptr()) };
-    if eth_dev.is_null() {
-        return Err(Error::new(
-            libc::ENOMEM,
-            "rte_eth_dev_allocate failed (name in use, or RTE_MAX_ETHPORTS reached)",
-        ));
-    }
-    let mut unwind = Unwind {
-        eth_dev,
-        armed: true,
-    };
-    // SAFETY: a freshly allocated ethdev and the probing PCI device.
-    let numa = unsafe {
-        ffi::mana_shim_copy_pci_info(eth_dev, pci_dev);
-        (*eth_dev).device = &mut pci_dev.device;
-        (*(*eth_dev).data).numa_node
-    };
-    // SAFETY: ethdev frees mac_addrs with rte_free at release.
-    let mac = unsafe { ffi::rte_zmalloc(c"mana_mac".as_ptr(), 6, 0) } as *mut ffi::rte_ether_addr;
-    if mac.is_null() {
-        return Err(Error::new(
-            libc::ENOMEM,
-            "out of memory for the MAC address",
-        ));
-    }
-    // SAFETY: `mac` points to 6 zeroed bytes; `data` is the port's data.
-    let port_id = unsafe {
-        (*mac).addr_bytes = netdev.mac.0;
-        (*(*eth_dev).data).mac_addrs = mac;
-        (*(*eth_dev).data).port_id
-    };
-    let ctx = device.ctx.as_ptr();
-    let intr = crate::control::intr::Intr::new()
-        .map_err(|e| Error::new(-e, "cannot allocate an interrupt handle"))?;
-    let port = Arc::new(Port {
-        eth_dev,
-        port_id,
-        name,
-        ib,
-        ib_port,
-        netdev,
-        limits: Limits::from_attr(&attr),
-        numa,
-        pci,
-        ctrl: Mutex::new(Ctrl::new(device)),
-        mr: Mutex::new(crate::control::mr::Registry::new()),
-        ctx: AtomicPtr::new(std::ptr::null_mut()),
-        doorbell: DoorbellShare::new(),
-        intr,
-        rx_epfds: Mutex::new(Vec::new()),
-        reset: crate::control::reset::Reset::new(),
-        unknown_events: std::sync::atomic::AtomicU64::new(0),
-        link: crate::control::link::LinkState::default(),
-    });
-    port.set_ctx(ctx);
-    // SAFETY: the ethdev is ours until probing_finish publishes it.
-    unsafe {
-        (*eth_dev).process_private = Arc::into_raw(port.clone()) as *mut c_void;
-        (*eth_dev).dev_ops = ops;
-        (*eth_dev).intr_handle = port.intr.handle();
-        install_bursts(eth_dev, false);
-    }
-    crate::control::intr::install(&port)
-        .map_err(|e| Error::new(-e, "cannot install the device event handler"))?;
-    let mut limits = port.limits;
-    if let Some(dev) = port.ctrl.lock().dev.as_ref() {
-        limits.max_desc = crate::control::queues::probe_max_desc(&port, dev);
-    }
-    // SAFETY: ethdev frees dev_private with rte_free at release.
-    let shared = unsafe {
-        ffi::rte_zmalloc_socket(
-            c"mana_port".as_ptr(),
-            std::mem::size_of::<Shared>(),
-            64,
-            numa,
-        )
-    } as *mut Shared;
-    if shared.is_null() {
-        return Err(Error::new(
-            libc::ENOMEM,
-            "out of memory for the shared port data",
-        ));
-    }
-    Shared::init(shared, limits);
-    // SAFETY: initialised just above; the port is not published yet.
-    unsafe { (*(*eth_dev).data).dev_private = shared as *mut c_void };
-    port.shared().set_fw_version(&fw_version(&attr));
-    port.shared().set_rss(&port.ctrl.lock().rss);
-    crate::control::mp::init_primary();
-    crate::dataplane::mr_cache::set_register_hook(crate::control::mr::register_memory);
-    crate::control::reset::watch_removal(&port);
-    register(&port);
-    unwind.armed = false;
-    // SAFETY: publishes the port to applications.
-    unsafe { ffi::rte_eth_dev_probing_finish(eth_dev) };
-    let p = &port;
-    info!(
-        "{}: port {} is {} ({}, IB {} port {}), socket {}",
-        p.name, p.port_id, p.netdev.mac, p.netdev.ifname, p.ib.name, p.ib_port, p.numa
-    );
-    Ok(())
-}
-
-fn register(port: &Arc<Port>) {
+/// Makes the port findable by its port id ([`Port::lookup`]).
+pub fn register(port: &Arc<Port>) {
     let mut ports = PORTS.lock();
     let i = usize::from(port.port_id);
     if ports.len() <= i {
@@ -379,64 +210,11 @@ fn register(port: &Arc<Port>) {
     ports[i] = Some(port.clone());
 }
 
-/// Drops the process-local state of a port: the event handler first (it
-/// holds its own reference), then the registry's and the ethdev's.
-///
-/// # Safety
-/// `eth_dev` was created by [`create`]; ethdev releases it afterwards.
-pub unsafe fn free_private(eth_dev: *mut ffi::rte_eth_dev) {
-    // SAFETY: the caller gives us an ethdev `create` made: its
-    // process_private is null or an Arc<Port> we leaked into it.
-    unsafe {
-        let port = (*eth_dev).process_private as *const Port;
-        if port.is_null() {
-            return;
-        }
-        let p = &*port;
-        crate::control::reset::unwatch_removal(p);
-        crate::control::intr::uninstall(p, true);
-        crate::control::intr::close_rx_fds(p);
-        p.set_ctx(std::ptr::null_mut());
-        if let Some(slot) = PORTS.lock().get_mut(usize::from(p.port_id)) {
-            if slot.as_ref().is_some_and(|q| std::ptr::eq(&**q, p)) {
-                *slot = None;
-            }
-        }
-        (*eth_dev).process_private = std::ptr::null_mut();
-        drop(Arc::from_raw(port));
-    }
-}
-
-/// Stops and closes every port of a PCI device that the application has not
-/// closed (hot unplug, or EAL cleanup at exit with ports still started), so
-/// queues and the device context are released by the driver, not left to
-/// the process exit.
-pub fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
-    let parent = &pci_dev.device as *const ffi::rte_device;
-    loop {
-        // SAFETY: looks up ports by their parent device.
-        let id = unsafe { ffi::rte_eth_find_next_of(0, parent) };
-        if u32::from(id) >= ffi::RTE_MAX_ETHPORTS {
-            return 0;
-        }
-        // SAFETY: `id` is a valid port (find_next_of returned it); its data
-        // is ethdev's shared port data.
-        let started = unsafe {
-            let dev = (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(usize::from(id));
-            (*(*dev).data).dev_started() != 0
-        };
-        if started {
-            // SAFETY: stopping a valid port of ours.
-            let ret = unsafe { ffi::rte_eth_dev_stop(id) };
-            if ret != 0 {
-                error!("port {id}: stop on PCI remove failed: {ret}");
-            }
-        }
-        // SAFETY: closing a port of ours; release follows inside.
-        let ret = unsafe { ffi::rte_eth_dev_close(id) };
-        if ret != 0 {
-            error!("port {id}: close on PCI remove failed: {ret}");
-            return ret;
+/// Forgets the port, if it is the one registered under its port id.
+pub fn unregister(p: &Port) {
+    if let Some(slot) = PORTS.lock().get_mut(usize::from(p.port_id)) {
+        if slot.as_ref().is_some_and(|q| std::ptr::eq(&**q, p)) {
+            *slot = None;
         }
     }
 }

@@ -23,6 +23,7 @@
 //! with no driver lock held, so callbacks may stop, close or remove the port
 //! from any thread, including this one.
 
+use crate::control::device::close_device;
 use crate::control::lifecycle::publish_link;
 use crate::control::port::{Device, Port};
 use crate::control::queues::{self, Plan};
@@ -30,75 +31,18 @@ use crate::ffi;
 use crate::hw::sysfs;
 use crate::hw::verbs::DeviceList;
 use ::log::{error, info, warn};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const ERR_HANDLE_MODE: ffi::rte_eth_err_handle_mode = ffi::RTE_ETH_ERROR_HANDLE_MODE_PROACTIVE;
 
-/// How long a reset may keep the device away before recovery gives up.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long the PCI function may stay away during a recovery before it
-/// counts as hot removed: an FPGA reconfiguration removes it and rescans
-/// the bus 10 s later (Linux's `FPGA_RECONFIG` handler); DPDK's C driver
-/// waits 15 s too. EAL's removal event ends the wait at once.
-const DEFAULT_REMOVAL_GRACE: Duration = Duration::from_secs(15);
 /// How often the recovery thread looks for the device.
 const POLL: Duration = Duration::from_millis(50);
 /// Rebuilds tried per reset before giving up.
 const REBUILD_ATTEMPTS: u32 = 3;
 
-pub use crate::control::handoff::Phase;
-use crate::control::handoff::{Begin, Handoff, Start};
-
-/// A port's reset state: the hand-off, plus what the recovery watches.
-pub struct Reset {
-    handoff: Handoff,
-    /// EAL reported the PCI function removed.
-    removed: AtomicBool,
-    timeout: Duration,
-    removal_grace: Duration,
-}
-
-fn env_ms(name: &str, default: Duration) -> Duration {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(default)
-}
-
-impl Reset {
-    pub fn new() -> Reset {
-        Reset {
-            handoff: Handoff::new(),
-            removed: AtomicBool::new(false),
-            timeout: env_ms("NET_MANA_RESET_TIMEOUT_MS", DEFAULT_TIMEOUT),
-            removal_grace: env_ms("NET_MANA_REMOVAL_GRACE_MS", DEFAULT_REMOVAL_GRACE),
-        }
-    }
-
-    pub fn phase(&self) -> Phase {
-        self.handoff.phase()
-    }
-
-    pub fn mark_removed(&self) {
-        self.removed.store(true, Ordering::Release);
-    }
-
-    /// For `dev_close`: cancels a recovery in progress (see `Handoff`).
-    pub fn cancel_and_wait(&self) {
-        // SAFETY: FFI query.
-        let on_intr = unsafe { ffi::rte_thread_is_intr() } != 0;
-        self.handoff.cancel_and_wait(on_intr);
-    }
-}
-
-impl Default for Reset {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+use crate::control::handoff::{Begin, Phase, Start};
 
 fn emit(port: &Port, event: ffi::rte_eth_event_type) {
     // SAFETY: the port's ethdev is live (the port is not closed: callers
@@ -291,21 +235,6 @@ fn teardown(port: &Port) {
     close_device(port, dev);
 }
 
-/// Lets go of the port's device context: deregisters the memory, stops
-/// watching its async fd, then closes it. Off the interrupt thread this waits
-/// until the async handler cannot be running on the context; on it, the
-/// running handler is the caller's own and finds the context gone on return.
-pub fn close_device(port: &Port, dev: Option<Device>) {
-    port.mr.lock().detach();
-    crate::control::intr::uninstall(port, false);
-    // SAFETY: FFI query.
-    if unsafe { ffi::rte_thread_is_intr() } == 0 {
-        crate::control::intr::wait_released(port);
-    }
-    port.set_ctx(std::ptr::null_mut());
-    drop(dev);
-}
-
 /// Polls for the RDMA device of the same PCI function with a port of the
 /// same MAC, and opens it. A PCI function that vanished may come back
 /// within the removal grace (a reconfiguration rescans it).
@@ -354,9 +283,15 @@ fn wait_for_device(port: &Port) -> Result<Device, Outcome> {
 fn find_device(port: &Port) -> Option<Device> {
     let list = DeviceList::get().ok()?;
     let infos = list.infos();
-    let index = infos
-        .iter()
-        .position(|d| sysfs::ib_device_pci_addr(&d.ibdev_path) == Some(port.pci))?;
+    // Under 7.x the function has a second RDMA device, the RNIC, in either
+    // order: the Ethernet one is the one to reopen.
+    let index = infos.iter().enumerate().position(|(i, d)| {
+        sysfs::ib_device_pci_addr(&d.ibdev_path) == Some(port.pci)
+            && list
+                .open(i)
+                .and_then(|ctx| ctx.query_device_ex())
+                .is_ok_and(|a| crate::hw::verbs::is_ethernet_function(a.orig_attr.vendor_part_id))
+    })?;
     let netdev = sysfs::port_netdev(&infos[index].ibdev_path, port.ib_port)?;
     if netdev.mac != port.netdev.mac {
         warn!(

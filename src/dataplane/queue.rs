@@ -45,16 +45,11 @@ pub trait DataQueue {
 
 /// Zeroed memory on `socket` for a queue `Q` and its `n` descriptors `D`:
 /// both or neither.
-pub fn alloc_queue_mem<Q, D>(name: &CStr, n: u16, socket: c_int) -> Option<(*mut Q, *mut D)> {
+pub fn alloc_queue_mem<Q, D>(name: &CStr, n: usize, socket: c_int) -> Option<(*mut Q, *mut D)> {
     // SAFETY: plain allocations; both results are checked.
     unsafe {
         let q = ffi::rte_zmalloc_socket(name.as_ptr(), std::mem::size_of::<Q>(), 64, socket);
-        let d = ffi::rte_zmalloc_socket(
-            name.as_ptr(),
-            std::mem::size_of::<D>() * usize::from(n),
-            64,
-            socket,
-        );
+        let d = ffi::rte_zmalloc_socket(name.as_ptr(), std::mem::size_of::<D>() * n, 64, socket);
         if q.is_null() || d.is_null() {
             ffi::rte_free(q);
             ffi::rte_free(d);

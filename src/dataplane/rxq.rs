@@ -1,6 +1,12 @@
 //! Receive queues: the burst function that turns single and coalesced
 //! completions into mbufs (length, RSS hash, packet type, checksum and VLAN
 //! flags) and refills the ring in bulk with one doorbell per burst.
+//!
+//! A queue whose buffers are smaller than its largest frame posts WQEs of
+//! several SGEs (one mbuf each): the device fills them in order and reports
+//! the total length, and the burst chains the mbufs the packet used. That
+//! path ([`Burst::run_scattered`]) is chosen by the queue's setup; the
+//! one-buffer path does not test for it per packet.
 
 use super::gate::{Gate, Pass};
 use super::mbuf_ring::MbufRing;
@@ -18,6 +24,8 @@ use std::ffi::{c_int, c_void};
 use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+mod scattered;
 
 const REFILL_BULK: usize = 64;
 
@@ -65,8 +73,28 @@ pub struct RxConf {
     pub nb_desc: u16,
     /// Bytes a buffer holds after the headroom.
     pub buf_len: u32,
+    /// Buffers (SGEs) per receive WQE: 1, or up to 15 for scattered Rx.
+    pub segs: u32,
     pub mp: *mut ffi::rte_mempool,
     pub conf: ffi::rte_eth_rxconf,
+}
+
+impl RxConf {
+    /// The longest packet a WQE holds.
+    pub fn max_pkt_len(&self) -> u32 {
+        self.buf_len * self.segs
+    }
+
+    /// Whether packets arrive in chains of buffers.
+    pub fn scattered(&self) -> bool {
+        self.segs > 1
+    }
+}
+
+/// The basic units of a receive WQE with `segs` SGEs: the 8-byte header,
+/// the 8-byte zero inline OOB and the SGL, in whole 32-byte units.
+pub const fn rx_wqe_bu(segs: u32) -> u32 {
+    (16 + 16 * segs).div_ceil(gdma::WQE_BU_SIZE as u32)
 }
 
 /// A receive queue (in DPDK shared memory, plain data only).
@@ -97,6 +125,8 @@ pub struct RxState {
     mr: mr_cache::Cache,
     /// The rearm word of a posted buffer (`ffi::mbuf::rearm_word`).
     rearm: u64,
+    /// Buffers per WQE (`RxConf::segs`).
+    segs: u32,
 }
 
 /// The rings of a receive queue's verbs objects, for [`RxState::attach`].
@@ -120,8 +150,10 @@ const RX_HEADER: u64 = WqeHeader::new()
 impl RxQueue {
     pub fn alloc(conf: RxConf, offloads: u64) -> Option<NonNull<RxQueue>> {
         debug_assert!(conf.nb_desc.is_power_of_two());
-        let (q, desc) =
-            alloc_queue_mem::<RxQueue, *mut rte_mbuf>(c"mana_rxq", conf.nb_desc, conf.socket)?;
+        debug_assert!((1..=gdma::MAX_RX_WQE_SGES as u32).contains(&conf.segs));
+        // Room for every buffer of every WQE, a power of two.
+        let slots = usize::from(conf.nb_desc) * (conf.segs as usize).next_power_of_two();
+        let (q, desc) = alloc_queue_mem::<RxQueue, *mut rte_mbuf>(c"mana_rxq", slots, conf.socket)?;
         // SAFETY: fresh memory for one queue, written before anyone sees it.
         unsafe {
             ptr::write(
@@ -132,13 +164,14 @@ impl RxQueue {
                         rq: WorkQueue::empty(),
                         rq_db: Doorbell::default(),
                         cq: CompQueue::empty(),
-                        // SAFETY: `desc` holds nb_desc (a power of two)
+                        // SAFETY: `desc` holds `slots` (a power of two)
                         // pointers, freed with the queue.
-                        posted: MbufRing::new(desc, u32::from(conf.nb_desc)),
+                        posted: MbufRing::new(desc, slots as u32),
                         deficit: 0,
                         pending: None,
                         mr: mr_cache::Cache::new(),
                         rearm: mbuf::rearm_word(ffi::RTE_PKTMBUF_HEADROOM as u16, conf.port_id),
+                        segs: conf.segs,
                     }),
                     stats: RxStats::default(),
                     offloads: AtomicU64::new(offloads),
@@ -218,8 +251,13 @@ impl DataQueue for RxQueue {
 }
 
 impl RxState {
+    /// WQEs posted (each of `segs` buffers).
     pub fn posted(&self) -> u32 {
-        self.posted.len()
+        if self.segs == 1 {
+            self.posted.len()
+        } else {
+            self.posted.len() / self.segs
+        }
     }
 }
 
@@ -242,7 +280,12 @@ impl RxQueue {
         st.deficit = 0;
         let n = u32::from(self.conf.nb_desc);
         let mut b = self.burst(st);
-        if b.refill(n) != n {
+        let posted = if self.conf.scattered() {
+            b.refill_scattered(n)
+        } else {
+            b.refill(n)
+        };
+        if posted != n {
             b.detach();
             return Err(-libc::ENOMEM);
         }
@@ -268,7 +311,7 @@ impl RxQueue {
     }
 
     /// After the hardware queue is gone: frees every posted buffer and
-    /// forgets the rings. Returns how many buffers were posted.
+    /// forgets the rings. Returns how many WQEs were posted.
     pub fn detach(&self, st: &mut RxState) -> u32 {
         self.burst(st).detach()
     }
@@ -511,7 +554,7 @@ struct Burst<'a> {
 
 impl Burst<'_> {
     fn detach(&mut self) -> u32 {
-        let n = self.st.posted.len();
+        let n = self.st.posted();
         while !self.st.posted.is_empty() {
             let m = self.st.posted.take();
             // SAFETY: a posted mbuf we own.
@@ -773,6 +816,9 @@ pub unsafe extern "C" fn rx_burst(q: *mut c_void, pkts: *mut *mut rte_mbuf, n: u
 fn busy(mut b: Burst<'_>, pkts: &mut [*mut rte_mbuf], search: bool) -> usize {
     if search && !b.st.cq.search_ahead() {
         return 0;
+    }
+    if b.q.conf.segs != 1 {
+        return b.run_scattered(pkts);
     }
     b.run(pkts)
 }

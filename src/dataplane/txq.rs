@@ -153,7 +153,7 @@ impl TxQueue {
     pub fn alloc(conf: TxConf) -> Option<NonNull<TxQueue>> {
         debug_assert!(conf.nb_desc.is_power_of_two());
         let (q, desc) =
-            alloc_queue_mem::<TxQueue, DescMem>(c"mana_txq", conf.nb_desc, conf.socket)?;
+            alloc_queue_mem::<TxQueue, DescMem>(c"mana_txq", conf.nb_desc.into(), conf.socket)?;
         let nb_desc = u32::from(conf.nb_desc);
         // The two arrays, each 8-byte aligned, inside the allocation.
         let n = nb_desc as usize;

@@ -2,9 +2,10 @@
 //! firmware version, packet types.
 
 use super::{data, port, ret};
-use crate::control::lifecycle::{self, L2_OVERHEAD, MAX_MTU, MIN_DESC, MIN_MTU};
-use crate::control::rss::{RETA_SIZE, RSS_OFFLOADS};
-use crate::control::shared::Shared;
+use crate::control::lifecycle;
+use crate::control::state::limits::{L2_OVERHEAD, MAX_MTU, MIN_DESC, MIN_MTU};
+use crate::control::state::rss_conf::{RETA_SIZE, RSS_OFFLOADS};
+use crate::control::state::shared::Shared;
 use crate::dataplane::rxq;
 use crate::ffi::consts::*;
 use crate::ffi::{self, rte_eth_dev};
@@ -14,7 +15,8 @@ use std::ffi::c_int;
 use std::ptr;
 
 /// RX offloads the device implements.
-pub const RX_OFFLOADS: u64 = RX_OFFLOAD_CHECKSUM | RX_OFFLOAD_RSS_HASH | RX_OFFLOAD_VLAN_STRIP;
+pub const RX_OFFLOADS: u64 =
+    RX_OFFLOAD_CHECKSUM | RX_OFFLOAD_RSS_HASH | RX_OFFLOAD_VLAN_STRIP | RX_OFFLOAD_SCATTER;
 /// TX offloads the device implements.
 pub const TX_OFFLOADS: u64 = TX_OFFLOAD_MULTI_SEGS
     | TX_OFFLOAD_IPV4_CKSUM
@@ -40,7 +42,7 @@ pub unsafe extern "C" fn stop(dev: *mut rte_eth_dev) -> c_int {
 pub unsafe extern "C" fn close(dev: *mut rte_eth_dev) -> c_int {
     lifecycle::close(port(dev));
     // SAFETY: our ethdev, closed; ethdev releases it after this returns.
-    unsafe { crate::control::port::free_private(dev) };
+    unsafe { crate::control::plug::free_private(dev) };
     0
 }
 
@@ -77,8 +79,9 @@ pub unsafe extern "C" fn infos_get(
         nb_max: max_desc,
         nb_min: MIN_DESC,
         nb_align: MIN_DESC,
-        nb_seg_max: 1,
-        nb_mtu_seg_max: 1,
+        // A receive WQE's buffers (scattered Rx).
+        nb_seg_max: crate::control::scatter::max_sges(lim.max_send_sge) as u16,
+        nb_mtu_seg_max: crate::control::scatter::max_sges(lim.max_send_sge) as u16,
     };
     info.tx_desc_lim = ffi::rte_eth_desc_lim {
         nb_max: max_desc,

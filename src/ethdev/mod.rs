@@ -22,7 +22,7 @@ fn data<'a>(dev: *mut rte_eth_dev) -> &'a ffi::rte_eth_dev_data {
 /// The primary's port behind an ethdev (inside one of its primary ops).
 fn port<'a>(dev: *mut rte_eth_dev) -> &'a Port {
     // SAFETY: the primary ops table is installed only on ethdevs created by
-    // `port::create`, whose process_private is their Port.
+    // `plug::create`, whose process_private is their Port.
     unsafe { Port::of(dev) }
 }
 

@@ -2,7 +2,7 @@
 //! interrupts, `tx_done_cleanup`, VLAN strip.
 
 use super::{data, port, ret};
-use crate::control::queues::EthQueues;
+use crate::control::state::queue_sets::EthQueues;
 use crate::control::{intr, lifecycle};
 use crate::dataplane::rxq::RxQueue;
 use crate::dataplane::txq::{self, TxQueue};
@@ -85,7 +85,7 @@ pub unsafe extern "C" fn rxq_info_get(
     info.conf.offloads = q.offloads();
     info.nb_desc = q.conf.nb_desc;
     info.rx_buf_size = q.conf.buf_len.min(u32::from(u16::MAX)) as u16;
-    info.scattered_rx = 0;
+    info.scattered_rx = u8::from(q.conf.scattered());
     info.queue_state = data(dev).rx_queue_state[usize::from(qid)];
 }
 
@@ -116,11 +116,21 @@ fn write_mode(mode: *mut ffi::rte_eth_burst_mode, text: &str) -> c_int {
 }
 
 pub unsafe extern "C" fn rx_burst_mode_get(
-    _dev: *mut rte_eth_dev,
-    _q: u16,
+    dev: *mut rte_eth_dev,
+    qid: u16,
     mode: *mut ffi::rte_eth_burst_mode,
 ) -> c_int {
-    write_mode(mode, "Scalar, single and coalesced CQEs, bulk refill")
+    let scattered = queues(dev)
+        .get::<RxQueue>(usize::from(qid))
+        .is_some_and(|q| q.conf.scattered());
+    write_mode(
+        mode,
+        if scattered {
+            "Scalar scattered, WQEs of several buffers, chained mbufs"
+        } else {
+            "Scalar, single and coalesced CQEs, bulk refill"
+        },
+    )
 }
 
 pub unsafe extern "C" fn tx_burst_mode_get(

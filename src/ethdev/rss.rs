@@ -2,8 +2,9 @@
 //! from the port's shared block).
 
 use super::{data, port, ret};
-use crate::control::rss::{self, RETA_SIZE};
-use crate::control::shared::Shared;
+use crate::control::rss;
+use crate::control::state::rss_conf::RETA_SIZE;
+use crate::control::state::shared::Shared;
 use crate::ffi::{self, rte_eth_dev};
 use std::ffi::c_int;
 

@@ -3,7 +3,7 @@
 //! device dropped are counted as errors, not as sent.
 
 use super::data;
-use crate::control::queues::EthQueues;
+use crate::control::state::queue_sets::EthQueues;
 use crate::dataplane::rxq::RxQueue;
 use crate::dataplane::stats::Counter;
 use crate::dataplane::txq::TxQueue;

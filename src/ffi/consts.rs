@@ -7,6 +7,7 @@ pub const RX_OFFLOAD_VLAN_STRIP: u64 = 1 << 0;
 pub const RX_OFFLOAD_IPV4_CKSUM: u64 = 1 << 1;
 pub const RX_OFFLOAD_UDP_CKSUM: u64 = 1 << 2;
 pub const RX_OFFLOAD_TCP_CKSUM: u64 = 1 << 3;
+pub const RX_OFFLOAD_SCATTER: u64 = 1 << 13;
 pub const RX_OFFLOAD_RSS_HASH: u64 = 1 << 19;
 pub const RX_OFFLOAD_CHECKSUM: u64 =
     RX_OFFLOAD_IPV4_CKSUM | RX_OFFLOAD_UDP_CKSUM | RX_OFFLOAD_TCP_CKSUM;

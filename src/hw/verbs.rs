@@ -61,6 +61,14 @@ pub struct DeviceInfo {
     pub ibdev_path: PathBuf,
 }
 
+/// Whether an RDMA device whose `vendor_part_id` is `part` is MANA's
+/// Ethernet (raw packet) function. 7.x kernels give a function a second
+/// device, the RNIC (`GDMA_DEVICE_MANA_IB`); 6.12's `mana_ib` leaves the
+/// part id 0 and offers only the Ethernet one.
+pub fn is_ethernet_function(part: u32) -> bool {
+    part == 0 || part == u32::from(gdma::control::GDMA_DEVICE_MANA)
+}
+
 /// The device list; devices are opened by index while the list is alive.
 pub struct DeviceList {
     list: Option<NonNull<*mut ffi::ibv_device>>,
@@ -366,6 +374,29 @@ pub struct Wq {
     wq: NonNull<ffi::ibv_wq>,
 }
 
+/// libmana's `get_wqe_size`: the bytes it reserves per WQE of `sge` SGEs.
+const fn libmana_wqe_size(sge: u32) -> u32 {
+    (16 * sge + 16).next_multiple_of(32)
+}
+
+/// The `max_wr` and `max_sge` to ask libmana for so the RQ ring (it
+/// allocates `max_wr * get_wqe_size(max_sge)`, rounded up to a power of
+/// two) holds twice the bytes of `wqes` WQEs of `segs` SGEs: WQE offsets
+/// wrap with the ring, and with half of it never posted a completion
+/// naming a WQE before the oldest posted one (a repeated one) can never be
+/// taken for one ahead of it. The fewest SGEs that do it with `wqes`
+/// entries (one-SGE WQEs ask for two), else `limit` SGEs and more entries.
+pub fn rq_shape(wqes: u32, segs: u32, limit: u32) -> (u32, u32) {
+    let need = 2 * libmana_wqe_size(segs);
+    match (1..=limit).find(|&s| libmana_wqe_size(s) >= need) {
+        Some(s) => (wqes, s),
+        None => {
+            let per = libmana_wqe_size(limit);
+            ((wqes * need).div_ceil(per), limit)
+        }
+    }
+}
+
 // SAFETY: libibverbs objects are not tied to the thread that created
 // them (rdma-core locks what it shares internally), and the driver calls
 // them from one thread at a time, under the port's control lock.
@@ -375,16 +406,21 @@ unsafe impl Send for Wq {}
 unsafe impl Sync for Wq {}
 
 impl Wq {
-    pub fn create_rq(ctx: &Context, parent: &Pd, cq: &Cq, max_wr: u32) -> Result<Wq> {
+    /// A receive WQ for `max_wr` WQEs of `segs` SGEs each; `max_sge`: the
+    /// most SGEs the device lets a WQ declare.
+    pub fn create_rq(
+        ctx: &Context,
+        parent: &Pd,
+        cq: &Cq,
+        max_wr: u32,
+        segs: u32,
+        max_sge: u32,
+    ) -> Result<Wq> {
+        let (max_wr, max_sge) = rq_shape(max_wr, segs, max_sge);
         let mut attr = ffi::ibv_wq_init_attr {
             wq_type: ffi::IBV_WQT_RQ,
             max_wr,
-            // We post one-SGE WQEs (one basic unit each); asking for room
-            // for two makes libmana size the ring for twice as many, so
-            // WQE offsets, which wrap with the ring, stay unambiguous: a
-            // completion naming a WQE before the oldest posted one (a
-            // repeated one) can never be taken for one ahead of it.
-            max_sge: 2,
+            max_sge,
             pd: parent.as_ptr(),
             cq: cq.as_ptr(),
             ..Default::default()
@@ -557,4 +593,23 @@ pub fn init_rq(wq: &Wq, cq: &Cq) -> Result<(ffi::manadv_rwq, ffi::manadv_cq)> {
         return Err(VerbsError::from_ret("manadv_init_obj", ret));
     }
     Ok((dv_wq, dv_cq))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rq_shape;
+
+    #[test]
+    fn rq_rings_hold_twice_the_posted_wqes() {
+        // One-SGE WQEs (32 bytes): two SGEs make libmana reserve 64.
+        assert_eq!(rq_shape(256, 1, 15), (256, 2));
+        // Two SGEs (64 bytes): 128 per entry.
+        assert_eq!(rq_shape(256, 2, 15), (256, 6));
+        // Five (96 bytes): 192.
+        assert_eq!(rq_shape(256, 5, 15), (256, 10));
+        // Nine (160 bytes): more than a 256-byte entry, so more entries.
+        assert_eq!(rq_shape(256, 9, 15), (320, 15));
+        // A device that lets a WQ declare fewer SGEs.
+        assert_eq!(rq_shape(64, 2, 2), (128, 2));
+    }
 }

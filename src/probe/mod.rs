@@ -4,7 +4,7 @@
 pub mod devargs;
 mod diag;
 
-use crate::control::port;
+use crate::control::plug;
 use crate::ffi;
 use crate::hw::mac::MacAddr;
 use crate::hw::sysfs::{self, PciAddr};
@@ -13,9 +13,6 @@ use ::log::{error, info, warn};
 use devargs::Devargs;
 use std::ffi::{c_int, CStr};
 use std::path::Path;
-
-/// `GDMA_DEVICE_MANA`: the Ethernet (raw packet) function of the adapter.
-const GDMA_DEVICE_MANA: u32 = 2;
 
 fn pci_addr(dev: &ffi::rte_pci_device) -> PciAddr {
     PciAddr {
@@ -79,37 +76,57 @@ pub(crate) fn pci_probe(dev: &mut ffi::rte_pci_device) -> c_int {
         }
     };
     let infos = list.infos();
-    let Some(index) = infos
+    // 7.x kernels give a function two RDMA devices: the Ethernet one
+    // (`manae_N`, raw packet QPs) and the RNIC (`mana_N`). Every one on
+    // this PCI address is looked at, in the list's order.
+    let candidates: Vec<usize> = infos
         .iter()
-        .position(|d| sysfs::ib_device_pci_addr(&d.ibdev_path) == Some(pci))
-    else {
+        .enumerate()
+        .filter(|(_, d)| sysfs::ib_device_pci_addr(&d.ibdev_path) == Some(pci))
+        .map(|(i, _)| i)
+        .collect();
+    if candidates.is_empty() {
         explain_missing(&pci, &infos);
         return -libc::ENODEV;
-    };
-    let ib = &infos[index];
-    match probe_ports(dev, &list, index, ib, &devargs) {
-        Ok(Probed {
-            created: 0,
-            existing,
-        }) if existing > 0 => {
-            info!("{pci}: the {existing} selected port(s) exist already; nothing to add");
-            0
-        }
-        Ok(Probed { created: 0, .. }) => {
-            let wanted: Vec<String> = devargs.macs().iter().map(MacAddr::to_string).collect();
-            error!(
-                "{pci}: RDMA device {} has no port with MAC {}; check the mac= devargs against 'ip -br link'",
-                ib.name,
-                wanted.join(", ")
-            );
-            -libc::ENODEV
-        }
-        Ok(Probed { created, .. }) => {
-            info!("{pci}: probed {created} port(s) of RDMA device {}", ib.name);
-            0
-        }
-        Err(e) => e,
     }
+    let mut skipped = Vec::new();
+    for index in candidates {
+        let ib = &infos[index];
+        match probe_ports(dev, &list, index, ib, &devargs) {
+            Ok(Probed {
+                not_ethernet: Some(part),
+                ..
+            }) => skipped.push(format!("{} (vendor_part_id {part})", ib.name)),
+            Ok(Probed {
+                created: 0,
+                existing,
+                ..
+            }) if existing > 0 => {
+                info!("{pci}: the {existing} selected port(s) exist already; nothing to add");
+                return 0;
+            }
+            Ok(Probed { created: 0, .. }) => {
+                let wanted: Vec<String> = devargs.macs().iter().map(MacAddr::to_string).collect();
+                error!(
+                    "{pci}: RDMA device {} has no port with MAC {}; check the mac= devargs against 'ip -br link'",
+                    ib.name,
+                    wanted.join(", ")
+                );
+                return -libc::ENODEV;
+            }
+            Ok(Probed { created, .. }) => {
+                info!("{pci}: probed {created} port(s) of RDMA device {}", ib.name);
+                return 0;
+            }
+            Err(e) => return e,
+        }
+    }
+    error!(
+        "{pci}: no RDMA device of this function is the MANA Ethernet function (looked at {}); the kernel's mana_ib must offer one (vendor_part_id {})",
+        skipped.join(", "),
+        gdma::control::GDMA_DEVICE_MANA
+    );
+    -libc::ENODEV
 }
 
 fn explain_missing(pci: &PciAddr, infos: &[DeviceInfo]) {
@@ -130,6 +147,9 @@ struct Probed {
     created: usize,
     /// Selected ports that exist already (the function is probed again).
     existing: usize,
+    /// The device is not the Ethernet function (its `vendor_part_id`):
+    /// 7.x's RNIC beside it.
+    not_ethernet: Option<u32>,
 }
 
 /// Creates an ethdev for every selected port that does not exist yet.
@@ -151,14 +171,15 @@ fn probe_ports(
     })?;
     drop(ctx);
     let part = attr.orig_attr.vendor_part_id;
-    if part != 0 && part != GDMA_DEVICE_MANA {
-        warn!(
+    if !crate::hw::verbs::is_ethernet_function(part) {
+        info!(
             "{pci}: {} is not the MANA Ethernet function (vendor_part_id {part}); skipped",
             ib.name
         );
         return Ok(Probed {
             created: 0,
             existing: 0,
+            not_ethernet: Some(part),
         });
     }
     // As DPDK's driver: a kernel that leaves the part id 0 (6.12's mana_ib)
@@ -174,6 +195,7 @@ fn probe_ports(
     let mut probed = Probed {
         created: 0,
         existing: 0,
+        not_ethernet: None,
     };
     for ib_port in 1..=u32::from(attr.orig_attr.phys_port_cnt) {
         let Some(netdev) = sysfs::port_netdev(&ib.ibdev_path, ib_port) else {
@@ -191,7 +213,7 @@ fn probe_ports(
             probed.existing += 1;
             continue;
         }
-        let spec = port::PortSpec {
+        let spec = plug::PortSpec {
             name: port_name,
             pci,
             ib_index: index,
@@ -201,12 +223,12 @@ fn probe_ports(
             attr,
         };
         let name = spec.name.clone();
-        port::create(dev, list, spec, &crate::ethdev::OPS).map_err(|e| e.report(&name))?;
+        plug::create(dev, list, spec, &crate::ethdev::OPS).map_err(|e| e.report(&name))?;
         probed.created += 1;
     }
     Ok(probed)
 }
 
 pub(crate) fn pci_remove(dev: &mut ffi::rte_pci_device) -> c_int {
-    port::remove_all(dev)
+    plug::remove_all(dev)
 }

@@ -123,6 +123,12 @@ fn main() {
     }
     // Exit skips destructors: the run directory and the peer go first.
     drop(tier);
-    let _ = std::fs::remove_file(&log_path);
+    // MANA_GUEST_KEEP_LOG keeps the whole device log (the failure report
+    // shows its tail only).
+    if std::env::var_os("MANA_GUEST_KEEP_LOG").is_some() {
+        println!("device log kept in {}", log_path.display());
+    } else {
+        let _ = std::fs::remove_file(&log_path);
+    }
     std::process::exit(i32::from(failed > 0));
 }

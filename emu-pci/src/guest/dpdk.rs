@@ -124,10 +124,10 @@ impl Tier {
         if pds == 0 {
             return Err("testpmd allocated no PD through mana_ib".into());
         }
-        if !d.rdma.pds.is_empty() || !d.rdma.mrs.is_empty() || !d.rdma.db_pages.is_empty() {
+        if d.rdma.user_pds() != 0 || !d.rdma.mrs.is_empty() || !d.rdma.db_pages.is_empty() {
             return Err(format!(
                 "after testpmd quit the device holds {} PDs, {} MRs, doorbell pages {:?}",
-                d.rdma.pds.len(),
+                d.rdma.user_pds(),
                 d.rdma.mrs.len(),
                 d.rdma.db_pages
             ));
@@ -261,6 +261,11 @@ impl Tier {
     /// [`Tier::testpmd_launch`] with `pmd`; fails saying how to get it if
     /// it is not in the guest.
     fn testpmd_launch_with(&mut self, pmd: Pmd, queues: usize) -> Result<(), String> {
+        self.testpmd_launch_args(pmd, queues, "")
+    }
+
+    /// [`Tier::testpmd_launch_with`] with `extra` testpmd arguments.
+    fn testpmd_launch_args(&mut self, pmd: Pmd, queues: usize, extra: &str) -> Result<(), String> {
         if self.sh30(&format!("test -e {}", pmd.plugin())).is_err() {
             return Err(format!(
                 "{} is not in the guest ({}): scripts/guest.sh builds it (tests/upstream/build-c-driver.sh for the C driver) and names it in MANA_GUEST_PMD / MANA_GUEST_C_PMD",
@@ -280,7 +285,7 @@ impl Tier {
                 pmd,
                 "",
                 &format!(
-                    "-i --forward-mode=macswap --rxq={queues} --txq={queues} --total-num-mbufs=4096"
+                    "-i --forward-mode=macswap --rxq={queues} --txq={queues} --total-num-mbufs=4096 {extra}"
                 )
             )
         ))?;
@@ -300,13 +305,24 @@ impl Tier {
     /// and waits for them to come back; the peer's and the device's counts
     /// once they settle. `seed` varies the payloads between rounds.
     fn peer_round(&mut self, n: u64, seed: u8) -> Result<Round, String> {
+        self.peer_round_sized(n, seed, &|i| 18 + (i as usize % 200))
+    }
+
+    /// [`Tier::peer_round`] with frame `i` carrying `payload(i)` bytes of
+    /// UDP payload.
+    fn peer_round_sized(
+        &mut self,
+        n: u64,
+        seed: u8,
+        payload: &dyn Fn(u64) -> usize,
+    ) -> Result<Round, String> {
         let peer_mac = self.peer_mac()?;
         let (p0, d0) = (
             self.peer.counters().map_err(|e| e.to_string())?,
             self.port(),
         );
         for i in 0..n {
-            let payload = vec![(i as u8).wrapping_add(seed); 18 + (i as usize % 200)];
+            let payload = vec![(i as u8).wrapping_add(seed); payload(i)];
             let f = ipv4_frame(
                 MAC,
                 peer_mac,
@@ -368,14 +384,14 @@ impl Tier {
     fn testpmd_left_nothing(&self) -> Result<(), String> {
         let d = lock(&self.func.dev);
         if !d.wq_objs.is_empty()
-            || !d.rdma.pds.is_empty()
+            || d.rdma.user_pds() != 0
             || !d.rdma.mrs.is_empty()
             || !d.rdma.db_pages.is_empty()
         {
             return Err(format!(
                 "after testpmd quit the device holds {} WQ objects, {} PDs, {} MRs, doorbell pages {:?}",
                 d.wq_objs.len(),
-                d.rdma.pds.len(),
+                d.rdma.user_pds(),
                 d.rdma.mrs.len(),
                 d.rdma.db_pages
             ));
@@ -401,6 +417,55 @@ impl Tier {
 
     fn dpdk_rust(&mut self, queues: usize) -> Outcome {
         self.dpdk_forward(Pmd::Rust, queues)
+    }
+
+    /// `dpdk-mtu`: testpmd with our PMD and `--max-pkt-len=4000`, the MTU
+    /// set at configure (`rxmode.mtu`) as DTS's `mtu` suite and LISA's MTU
+    /// cases set it: the real kernel netdev's MTU becomes 3982 while
+    /// testpmd runs, and 3000-byte frames cross every hop with equal counts.
+    pub fn dpdk_mtu(&mut self) -> Outcome {
+        const N: u64 = 50;
+        const LEN: usize = 3000;
+        let before = self.sh30("cat /sys/class/net/eth0/mtu")?.trim().to_string();
+        self.peer
+            .set_mtu(9000)
+            .map_err(|e| format!("peer MTU: {e}"))?;
+        let outcome = self.dpdk_mtu_with_peer(N, LEN);
+        // The next scenarios expect the defaults.
+        self.peer
+            .set_mtu(1500)
+            .map_err(|e| format!("peer MTU: {e}"))?;
+        self.sh30("ip link set eth0 mtu 1500")?;
+        let mtu = outcome?;
+        Ok(format!(
+            "testpmd --max-pkt-len=4000 + our PMD: eth0's MTU {before} -> {mtu}; {N} frames of {LEN} bytes macswapped, equal at every hop"
+        ))
+    }
+
+    fn dpdk_mtu_with_peer(&mut self, n: u64, len: usize) -> Result<String, String> {
+        self.testpmd_launch_args(Pmd::Rust, 1, "--max-pkt-len=4000 --mbuf-size=4300")?;
+        let mtu = self.sh30("cat /sys/class/net/eth0/mtu")?.trim().to_string();
+        if mtu != "3982" {
+            let _ = self.testpmd_quit();
+            return Err(format!("eth0's MTU is {mtu} with testpmd at MTU 3982"));
+        }
+        let r = self.peer_round_sized(n, 7, &|_| len - 42)?;
+        self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        let out = self.testpmd_quit()?;
+        let stats = out
+            .rsplit_once("NIC statistics for port 0")
+            .map(|(_, s)| s.to_string())
+            .ok_or_else(|| format!("no port statistics from testpmd:\n{out}"))?;
+        check_hops(&r, port_stats(&stats)?)?;
+        if r.dev_rx != (n, n * len as u64) {
+            return Err(format!(
+                "the device received {:?} (frames, bytes) of {n} x {len}",
+                r.dev_rx
+            ));
+        }
+        self.testpmd_left_nothing()?;
+        Ok(mtu)
     }
 
     /// `dpdk-c`: the procedure of `dpdk-rust-1q` with DPDK 22.11's own C
@@ -590,7 +655,7 @@ impl Tier {
             return Err(format!("testpmd output lacks {w:?}:\n{out}"));
         }
         let d = lock(&self.func.dev);
-        if d.vport.user.is_some() || !d.rdma.pds.is_empty() || !d.rdma.db_pages.is_empty() {
+        if d.vport.user.is_some() || d.rdma.user_pds() != 0 || !d.rdma.db_pages.is_empty() {
             return Err("testpmd's objects outlived it".into());
         }
         if d.wq_objs.len() != wq_before {

@@ -115,6 +115,14 @@ impl Peer {
         Ok(p)
     }
 
+    /// Both veth ends' MTU (frames beyond 1500 bytes cross the wire).
+    pub fn set_mtu(&self, mtu: u32) -> io::Result<()> {
+        let m = mtu.to_string();
+        ip(&["link", "set", &self.host_if, "mtu", &m])?;
+        ip(&["-n", &self.ns, "link", "set", &self.peer_if, "mtu", &m])?;
+        Ok(())
+    }
+
     /// The counters of the namespace's interface.
     pub fn counters(&self) -> io::Result<LinkCounters> {
         let out = ip(&[

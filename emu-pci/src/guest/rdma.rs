@@ -418,11 +418,11 @@ impl Tier {
             return Err(format!("mana-verbs-check did not finish: {}", out.trim()));
         }
         let d = lock(&self.func.dev);
-        if !d.rdma.mrs.is_empty() || !d.rdma.pds.is_empty() || !d.rdma.db_pages.is_empty() {
+        if !d.rdma.mrs.is_empty() || d.rdma.user_pds() != 0 || !d.rdma.db_pages.is_empty() {
             return Err(format!(
                 "after the process ended the device holds {} MRs, {} PDs, doorbell pages {:?}",
                 d.rdma.mrs.len(),
-                d.rdma.pds.len(),
+                d.rdma.user_pds(),
                 d.rdma.db_pages
             ));
         }

@@ -185,6 +185,9 @@ impl Device {
 
     /// A doorbell for a data queue (SQ, RQ or CQ) of page `page`.
     pub(crate) fn data_doorbell(&mut self, page: u32, reg: usize, value: u64, db: &gdma::Doorbell) {
+        if self.rnic_doorbell(page, db) {
+            return;
+        }
         let id = db.id();
         let (known, kind) = match db {
             gdma::Doorbell::Sq(_) => (self.net.hw_has_wq(page, WqKind::Sq, id), QueueKind::Sq),

@@ -12,8 +12,10 @@
 //! deregisters.
 
 pub mod mr;
+pub mod rnic;
 
-pub use mr::{Mr, MrSpace, Pd};
+pub use mr::{GpaMr, Mr, MrSpace, Pd};
+pub use rnic::{RnicCq, UdQp};
 
 use crate::device::Device;
 use crate::gdma::requests::{fail, gdma_general_resp, invalid, v1, Failure, Handled};
@@ -72,6 +74,11 @@ pub struct Rdma {
     /// Protection domains and memory regions by handle.
     pub pds: BTreeMap<u64, Pd>,
     pub mrs: BTreeMap<u64, Mr>,
+    /// Guest-physical MRs of kernel consumers' PDs, by handle.
+    pub gpa_mrs: BTreeMap<u64, GpaMr>,
+    /// The adapter's CQs and UD/GSI QPs by handle (7.x `ib_mad`'s).
+    pub cqs: BTreeMap<u64, RnicCq>,
+    pub qps: BTreeMap<u64, UdQp>,
 }
 
 impl Default for Rdma {
@@ -84,7 +91,18 @@ impl Default for Rdma {
             db_pages_allocated: 0,
             pds: BTreeMap::new(),
             mrs: BTreeMap::new(),
+            gpa_mrs: BTreeMap::new(),
+            cqs: BTreeMap::new(),
+            qps: BTreeMap::new(),
         }
+    }
+}
+
+impl Rdma {
+    /// PDs of user contexts: those without `GDMA_PD_FLAG_ALLOW_GPA_MR`
+    /// (7.x `ib_mad` holds a kernel PD for as long as `mana_ib` lives).
+    pub fn user_pds(&self) -> usize {
+        self.pds.values().filter(|p| !p.allow_gpa_mr).count()
     }
 }
 
@@ -105,6 +123,11 @@ impl Device {
             MANA_IB_CONFIG_MAC_ADDR => self.config_mac(hdr, msg),
             MANA_IB_CONFIG_IP_ADDR => self.config_ip(hdr, msg),
             MANA_IB_QUERY_VF_COUNTERS => self.query_vf_counters(hdr, msg),
+            MANA_IB_CREATE_CQ => self.create_rnic_cq(hdr, msg),
+            MANA_IB_DESTROY_CQ => self.destroy_rnic_cq(hdr, msg),
+            MANA_IB_CREATE_UD_QP => self.create_ud_qp(hdr, msg),
+            MANA_IB_DESTROY_UD_QP => self.destroy_ud_qp(hdr, msg),
+            MANA_IB_SET_QP_STATE => self.set_qp_state(hdr, msg),
             GDMA_ALLOCATE_RESOURCE_RANGE => self.allocate_resource_range(msg),
             GDMA_DESTROY_RESOURCE_RANGE => self.destroy_resource_range(msg),
             GDMA_CREATE_PD => self.create_pd(msg),
@@ -129,25 +152,33 @@ impl Device {
     /// (their requests name no device): a 7.x kernel deregisters its RDMA
     /// device while the Ethernet function's IB device (`manae_0`) still
     /// holds a user's, so they go with the function ([`Device::rdma_reset`]).
-    pub(crate) fn rdma_drop_adapter(&mut self) -> Option<String> {
-        let a = self.rdma.adapter.take()?;
-        Some(format!(
+    pub(crate) fn rdma_drop_adapter(&mut self) -> Vec<String> {
+        let Some(a) = self.rdma.adapter.take() else {
+            return Vec::new();
+        };
+        let mut leaked = vec![format!(
             "adapter {:#x} ({} MACs, {} GIDs)",
             a.handle,
             a.macs.len(),
             a.gids.len()
-        ))
+        )];
+        // Its queues go with it.
+        leaked.extend(self.rnic_drop_queues());
+        leaked
     }
 
     /// Destroys the RDMA function's objects; returns what was alive.
     pub(crate) fn rdma_reset(&mut self) -> Vec<String> {
-        let mut leaked: Vec<String> = self.rdma_drop_adapter().into_iter().collect();
+        let mut leaked = self.rdma_drop_adapter();
         for p in std::mem::take(&mut self.rdma.db_pages) {
             leaked.push(format!("doorbell page {p}"));
         }
         for (_, m) in std::mem::take(&mut self.rdma.mrs) {
             self.release_region(Some(m.region));
             leaked.push(format!("{m:?}"));
+        }
+        for (h, m) in std::mem::take(&mut self.rdma.gpa_mrs) {
+            leaked.push(format!("GPA MR {:#x} (handle {h:#x})", m.lkey));
         }
         for (h, p) in std::mem::take(&mut self.rdma.pds) {
             leaked.push(format!("PD {} (handle {h:#x})", p.id));
@@ -252,6 +283,16 @@ impl Device {
         let r = DestroyAdapterReq::decode(msg).map_err(invalid)?;
         let h = r.adapter.get();
         self.adapter_mut(hdr, h)?;
+        if !self.rdma.qps.is_empty() || !self.rdma.cqs.is_empty() {
+            return Err(fail(
+                status::DEVICE_BUSY,
+                format!(
+                    "adapter {h:#x} still has {} QPs and {} CQs",
+                    self.rdma.qps.len(),
+                    self.rdma.cqs.len()
+                ),
+            ));
+        }
         let a = self.rdma.adapter.take().unwrap();
         log::info!(
             "RDMA adapter {h:#x} destroyed ({} MACs, {} GIDs configured)",

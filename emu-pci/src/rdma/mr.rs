@@ -18,6 +18,17 @@ use zerocopy::FromZeros;
 #[derive(Clone, Debug)]
 pub struct Pd {
     pub id: u32,
+    /// `GDMA_PD_FLAG_ALLOW_GPA_MR`: a kernel consumer's PD, which may hold
+    /// guest-physical MRs.
+    pub allow_gpa_mr: bool,
+}
+
+/// A guest-physical MR (`GDMA_MR_TYPE_GPA`): the key of a kernel
+/// consumer's local DMA (7.x `ib_alloc_pd` asks one of every kernel PD).
+#[derive(Clone, Debug)]
+pub struct GpaMr {
+    pub pd: u64,
+    pub lkey: u32,
 }
 
 /// A memory region: virtual addresses `[iova, iova + length)` on the
@@ -92,12 +103,14 @@ impl DmaSpace for MrSpace {
 impl Device {
     pub(crate) fn create_pd(&mut self, msg: &[u8]) -> Handled {
         let r = CreatePdReq::decode(msg).map_err(invalid)?;
-        if r.flags.get() != 0 {
+        let flags = r.flags.get();
+        if flags & !GDMA_PD_FLAG_ALLOW_GPA_MR != 0 {
             return Err(fail(
                 status::NOT_SUPPORTED,
-                format!("PD flags {:#x}", r.flags.get()),
+                format!("PD flags {flags:#x}: only GDMA_PD_FLAG_ALLOW_GPA_MR ({GDMA_PD_FLAG_ALLOW_GPA_MR})"),
             ));
         }
+        let allow_gpa_mr = flags & GDMA_PD_FLAG_ALLOW_GPA_MR != 0;
         if self.rdma.pds.len() >= super::CAP_MAX_PD as usize {
             return Err(fail(
                 status::INSUFFICIENT_RESOURCES,
@@ -110,8 +123,15 @@ impl Device {
             .unwrap();
         let h = self.rdma.next_handle;
         self.rdma.next_handle += 1;
-        self.rdma.pds.insert(h, Pd { id });
-        log::info!("PD {id} (handle {h:#x}) created");
+        self.rdma.pds.insert(h, Pd { id, allow_gpa_mr });
+        log::info!(
+            "PD {id} (handle {h:#x}) created{}",
+            if allow_gpa_mr {
+                ", guest-physical MRs allowed"
+            } else {
+                ""
+            }
+        );
         let mut resp = CreatePdResp::new_zeroed();
         resp.pd_handle = U64::new(h);
         resp.pd_id = U32::new(id);
@@ -124,10 +144,29 @@ impl Device {
         if !self.rdma.pds.contains_key(&h) {
             return Err(fail(status::NOT_FOUND, format!("PD {h:#x} does not exist")));
         }
-        if let Some(m) = self.rdma.mrs.values().find(|m| m.pd == h) {
+        if let Some(k) = self
+            .rdma
+            .mrs
+            .values()
+            .find(|m| m.pd == h)
+            .map(|m| m.lkey)
+            .or_else(|| {
+                self.rdma
+                    .gpa_mrs
+                    .values()
+                    .find(|m| m.pd == h)
+                    .map(|m| m.lkey)
+            })
+        {
             return Err(fail(
                 status::DEVICE_BUSY,
-                format!("PD {h:#x} still has MR {:#x}", m.lkey),
+                format!("PD {h:#x} still has MR {k:#x}"),
+            ));
+        }
+        if let Some((qh, _)) = self.rdma.qps.iter().find(|(_, q)| q.pd == h) {
+            return Err(fail(
+                status::DEVICE_BUSY,
+                format!("PD {h:#x} still has QP {qh:#x}"),
             ));
         }
         if let Some(u) = self.vport.user.as_ref().filter(|u| u.pd_handle == h) {
@@ -147,16 +186,22 @@ impl Device {
     pub(crate) fn create_mr(&mut self, msg: &[u8]) -> Handled {
         let r = CreateMrReq::decode(msg).map_err(invalid)?;
         let pd = r.pd_handle.get();
-        if !self.rdma.pds.contains_key(&pd) {
+        let Some(allow_gpa_mr) = self.rdma.pds.get(&pd).map(|p| p.allow_gpa_mr) else {
             return Err(fail(
                 status::NOT_FOUND,
                 format!("PD {pd:#x} does not exist"),
             ));
+        };
+        if r.mr_type.get() == GDMA_MR_TYPE_GPA {
+            return self.create_gpa_mr(pd, allow_gpa_mr, &r);
         }
         if r.mr_type.get() != GDMA_MR_TYPE_GVA {
             return Err(fail(
                 status::NOT_SUPPORTED,
-                format!("MR type {}: only GVA ({GDMA_MR_TYPE_GVA})", r.mr_type.get()),
+                format!(
+                    "MR type {}: only GPA ({GDMA_MR_TYPE_GPA}) and GVA ({GDMA_MR_TYPE_GVA})",
+                    r.mr_type.get()
+                ),
             ));
         }
         let access = r.access_flags.get();
@@ -166,7 +211,7 @@ impl Device {
                 format!("access flags {access:#x}"),
             ));
         }
-        if self.rdma.mrs.len() >= super::CAP_MAX_MR as usize {
+        if self.mr_count() >= super::CAP_MAX_MR as usize {
             return Err(fail(
                 status::INSUFFICIENT_RESOURCES,
                 format!("{} MRs exist", super::CAP_MAX_MR),
@@ -216,9 +261,7 @@ impl Device {
                 format!("DMA region {rh:#x} has pages outside guest memory"),
             ));
         }
-        let lkey = (0x1_0000..)
-            .find(|k| self.rdma.mrs.values().all(|m| m.lkey != *k))
-            .unwrap();
+        let lkey = self.free_lkey();
         let h = self.rdma.next_handle;
         self.rdma.next_handle += 1;
         self.regions.get_mut(&rh).unwrap().owner = Some(format!("MR {lkey:#x}"));
@@ -252,6 +295,10 @@ impl Device {
     pub(crate) fn destroy_mr(&mut self, msg: &[u8]) -> Handled {
         let r = DestroyMrReq::decode(msg).map_err(invalid)?;
         let h = r.mr_handle.get();
+        if let Some(m) = self.rdma.gpa_mrs.remove(&h) {
+            log::info!("GPA MR {:#x} (handle {h:#x}) destroyed", m.lkey);
+            return v1(&gdma_general_resp());
+        }
         let Some(mr) = self.rdma.mrs.remove(&h) else {
             return Err(fail(status::NOT_FOUND, format!("MR {h:#x} does not exist")));
         };
@@ -267,6 +314,63 @@ impl Device {
         }
         log::info!("MR {:#x} (handle {h:#x}) destroyed", mr.lkey);
         v1(&gdma_general_resp())
+    }
+
+    fn mr_count(&self) -> usize {
+        self.rdma.mrs.len() + self.rdma.gpa_mrs.len()
+    }
+
+    /// The lowest MR key no MR holds.
+    fn free_lkey(&self) -> u32 {
+        (0x1_0000..)
+            .find(|k| {
+                self.rdma.mrs.values().all(|m| m.lkey != *k)
+                    && self.rdma.gpa_mrs.values().all(|m| m.lkey != *k)
+            })
+            .unwrap()
+    }
+
+    /// `GDMA_CREATE_MR` of type GPA: on a PD created with
+    /// `GDMA_PD_FLAG_ALLOW_GPA_MR` only, and naming nothing but its PD.
+    fn create_gpa_mr(&mut self, pd: u64, allowed: bool, r: &CreateMrReq) -> Handled {
+        if !allowed {
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                format!(
+                    "GPA MR on PD {pd:#x}, which was created without GDMA_PD_FLAG_ALLOW_GPA_MR"
+                ),
+            ));
+        }
+        if r.dma_region_handle.get() != 0
+            || r.virtual_address.get() != 0
+            || r.access_flags.get() != 0
+        {
+            return Err(fail(
+                status::INVALID_PARAMETER,
+                format!(
+                    "GPA MR with DMA region {:#x}, VA {:#x}, access {:#x}: a GPA MR has none",
+                    r.dma_region_handle.get(),
+                    r.virtual_address.get(),
+                    r.access_flags.get()
+                ),
+            ));
+        }
+        if self.mr_count() >= super::CAP_MAX_MR as usize {
+            return Err(fail(
+                status::INSUFFICIENT_RESOURCES,
+                format!("{} MRs exist", super::CAP_MAX_MR),
+            ));
+        }
+        let lkey = self.free_lkey();
+        let h = self.rdma.next_handle;
+        self.rdma.next_handle += 1;
+        self.rdma.gpa_mrs.insert(h, GpaMr { pd, lkey });
+        log::info!("GPA MR {lkey:#x} (handle {h:#x}) on PD {pd:#x}");
+        let mut resp = CreateMrResp::new_zeroed();
+        resp.mr_handle = U64::new(h);
+        resp.lkey = U32::new(lkey);
+        resp.rkey = U32::new(lkey);
+        v1(&resp)
     }
 
     /// The MR whose key is `lkey`.

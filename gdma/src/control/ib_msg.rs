@@ -303,13 +303,19 @@ wire_msg!(
     []
 );
 
+/// `GDMA_PD_FLAG_ALLOW_GPA_MR`: the PD may hold guest-physical MRs
+/// ([`GDMA_MR_TYPE_GPA`]); 7.x `mana_ib` asks it for PDs without user data.
+pub const GDMA_PD_FLAG_ALLOW_GPA_MR: u32 = 1;
+
 /// `GDMA_CREATE_PD` request.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
 #[repr(C)]
 pub struct CreatePdReq {
     /// Header.
     pub hdr: ReqHdr,
-    /// `enum gdma_pd_flags` (0 from `mana_ib`).
+    /// `enum gdma_pd_flags`: 0 for a user's PD,
+    /// [`GDMA_PD_FLAG_ALLOW_GPA_MR`] for a kernel consumer's (7.x `mana_ib`,
+    /// e.g. `ib_mad`'s).
     pub flags: U32,
     /// Must be zero.
     pub reserved: U32,
@@ -341,6 +347,11 @@ pub struct DestroyPdReq {
     pub pd_handle: U64,
 }
 wire_msg!(DestroyPdReq, "gdma_destroy_pd_req", 48, []);
+
+/// `GDMA_MR_TYPE_GPA`: a memory region over all of the function's
+/// guest-physical (bus) addresses, no DMA region, VA or access flags (7.x
+/// `mana_ib_get_dma_mr`, the kernel consumers' local DMA key).
+pub const GDMA_MR_TYPE_GPA: u32 = 1;
 
 /// `GDMA_MR_TYPE_GVA`: a memory region addressed by the process's virtual
 /// addresses (the only type `mana_ib` creates for user memory).
@@ -406,6 +417,214 @@ pub struct DestroyMrReq {
     pub mr_handle: U64,
 }
 wire_msg!(DestroyMrReq, "gdma_destroy_mr_request", 48, []);
+
+/// `MANA_IB_CREATE_CQ` request: a CQ of the adapter on a DMA region
+/// (7.x `mana_ib_gd_create_cq`, 64 bytes).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct CreateCqReq {
+    /// Header.
+    pub hdr: ReqHdr,
+    /// The adapter.
+    pub adapter: U64,
+    /// The DMA region with the CQ's memory; the CQ takes it over.
+    pub gdma_region: U64,
+    /// The EQ its completion events go to (one of the RDMA device's).
+    pub eq_id: U32,
+    /// The doorbell page the CQ is armed through.
+    pub doorbell_page: U32,
+}
+wire_msg!(CreateCqReq, "mana_rnic_create_cq_req", 64, []);
+
+/// `MANA_IB_CREATE_CQ` response.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct CreateCqResp {
+    /// Header.
+    pub hdr: RespHdr,
+    /// The CQ's handle (for `DESTROY_CQ` and QP creation).
+    pub cq_handle: U64,
+    /// The CQ's id (its doorbells name it).
+    pub cq_id: U32,
+    /// Zero.
+    pub reserved: U32,
+}
+wire_msg!(CreateCqResp, "mana_rnic_create_cq_resp", 48, [reserved]);
+
+/// `MANA_IB_DESTROY_CQ` request.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct DestroyCqReq {
+    /// Header.
+    pub hdr: ReqHdr,
+    /// The adapter.
+    pub adapter: U64,
+    /// The CQ's handle.
+    pub cq_handle: U64,
+}
+wire_msg!(DestroyCqReq, "mana_rnic_destroy_cq_req", 56, []);
+
+/// `IB_QPT_GSI`: the general services QP `ib_mad` creates on a RoCE port.
+pub const IB_QPT_GSI: u32 = 1;
+/// `IB_QPT_UD`: an unreliable datagram QP.
+pub const IB_QPT_UD: u32 = 4;
+
+/// `MANA_IB_CREATE_UD_QP` request: a UD or GSI QP of the adapter, its send
+/// queue on `dma_region[0]` and its receive queue on `dma_region[1]` (7.x
+/// `mana_ib_gd_create_ud_qp`, 112 bytes; kernel consumers only).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct CreateUdQpReq {
+    /// Header.
+    pub hdr: ReqHdr,
+    /// The adapter.
+    pub adapter: U64,
+    /// The PD the QP belongs to.
+    pub pd_handle: U64,
+    /// The CQ of its sends.
+    pub send_cq_handle: U64,
+    /// The CQ of its receives.
+    pub recv_cq_handle: U64,
+    /// DMA regions of the send queue and the receive queue
+    /// (`MANA_UD_SEND_QUEUE`, `MANA_UD_RECV_QUEUE`); the QP takes them over.
+    pub dma_region: [U64; 2],
+    /// [`IB_QPT_GSI`] or [`IB_QPT_UD`].
+    pub qp_type: U32,
+    /// The doorbell page its queues are rung through.
+    pub doorbell_page: U32,
+    /// Capacities the consumer asked for.
+    pub max_send_wr: U32,
+    #[allow(missing_docs)]
+    pub max_recv_wr: U32,
+    #[allow(missing_docs)]
+    pub max_send_sge: U32,
+    #[allow(missing_docs)]
+    pub max_recv_sge: U32,
+}
+assert_size!(CreateUdQpReq, 112);
+
+impl WireType for CreateUdQpReq {
+    const NAME: &'static str = "mana_rnic_create_udqp_req";
+    fn validate(&self) -> Result<(), DecodeError> {
+        let t = self.qp_type.get();
+        if t != IB_QPT_GSI && t != IB_QPT_UD {
+            return Err(DecodeError::InvalidField {
+                what: Self::NAME,
+                field: "qp_type",
+                value: u64::from(t),
+                expected: "1 (IB_QPT_GSI) or 4 (IB_QPT_UD)",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `MANA_IB_CREATE_UD_QP` response.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct CreateUdQpResp {
+    /// Header.
+    pub hdr: RespHdr,
+    /// The QP's handle.
+    pub qp_handle: U64,
+    /// Ids of the send queue and the receive queue (the kernel's QP
+    /// number is the receive queue's).
+    pub queue_ids: [U32; 2],
+}
+wire_msg!(CreateUdQpResp, "mana_rnic_create_udqp_resp", 48, []);
+
+/// `MANA_IB_DESTROY_UD_QP` request.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct DestroyUdQpReq {
+    /// Header.
+    pub hdr: ReqHdr,
+    /// The adapter.
+    pub adapter: U64,
+    /// The QP's handle.
+    pub qp_handle: U64,
+}
+wire_msg!(DestroyUdQpReq, "mana_rnic_destroy_udqp_req", 56, []);
+
+/// `struct mana_ib_ah_attr`: the address vector of a connected QP (zero
+/// for UD and GSI QPs, whose WQEs carry their own).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct AhAttr {
+    pub src_addr: [u8; 16],
+    pub dest_addr: [u8; 16],
+    pub src_mac: [u8; 6],
+    pub dest_mac: [u8; 6],
+    pub src_addr_type: u8,
+    pub dest_addr_type: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub src_port: crate::le::U16,
+    pub dest_port: crate::le::U16,
+    pub flow_label: U32,
+}
+assert_size!(AhAttr, 56);
+
+/// `IB_QPS_ERR`, the last of `enum ib_qp_state` (RESET 0, INIT 1, RTR 2,
+/// RTS 3, SQD 4, SQE 5, ERR 6).
+pub const IB_QPS_ERR: u32 = 6;
+
+/// `MANA_IB_SET_QP_STATE` request (`ib_modify_qp`), version 3, 184 bytes
+/// as 7.3's `mana_ib_gd_modify_qp` sends it: the IB attributes named by
+/// `attr_mask` (`enum ib_qp_attr_mask`), the others zero.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct SetQpStateReq {
+    pub hdr: ReqHdr,
+    pub adapter: U64,
+    pub qp_handle: U64,
+    /// `IB_QP_*` bits: which attributes the request sets.
+    pub attr_mask: U64,
+    /// `enum ib_qp_state`, up to [`IB_QPS_ERR`].
+    pub qp_state: U32,
+    pub path_mtu: U32,
+    pub rq_psn: U32,
+    pub sq_psn: U32,
+    pub dest_qpn: U32,
+    pub max_dest_rd_atomic: U32,
+    pub retry_cnt: U32,
+    pub rnr_retry: U32,
+    pub min_rnr_timer: U32,
+    pub rate_limit: U32,
+    pub ah_attr: AhAttr,
+    /// Must be zero.
+    pub reserved1: U64,
+    pub qkey: U32,
+    pub qp_access_flags: U32,
+    pub local_ack_timeout: u8,
+    pub max_rd_atomic: u8,
+    /// Must be zero.
+    pub reserved2: crate::le::U16,
+    /// Must be zero.
+    pub reserved3: U32,
+}
+assert_size!(SetQpStateReq, 184);
+
+impl WireType for SetQpStateReq {
+    const NAME: &'static str = "mana_rnic_set_qp_state_req";
+    fn validate(&self) -> Result<(), DecodeError> {
+        reserved_zero(Self::NAME, "reserved1", self.reserved1.as_bytes())?;
+        reserved_zero(Self::NAME, "reserved2", self.reserved2.as_bytes())?;
+        reserved_zero(Self::NAME, "reserved3", self.reserved3.as_bytes())?;
+        let s = self.qp_state.get();
+        if s > IB_QPS_ERR {
+            return Err(DecodeError::InvalidField {
+                what: Self::NAME,
+                field: "qp_state",
+                value: u64::from(s),
+                expected: "an ib_qp_state, 0 (RESET) to 6 (ERR)",
+            });
+        }
+        Ok(())
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -598,5 +817,142 @@ mod tests {
             &m.as_bytes()[32..48],
             &[0, 0x60, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0]
         );
+    }
+    #[test]
+    fn golden_rnic_cq() {
+        // 7.3's mana_ib_gd_create_cq (read from the module: a 64-byte
+        // request, 48-byte response): adapter at 40, region at 48, EQ id
+        // at 56, doorbell page at 60.
+        let mut r = CreateCqReq::new_zeroed();
+        r.hdr = hdr(RequestCode::MANA_IB_CREATE_CQ, 64, 48);
+        r.adapter = U64::new(0x3000);
+        r.gdma_region = U64::new(0x21);
+        r.eq_id = U32::new(6);
+        r.doorbell_page = U32::new(2);
+        let b = r.as_bytes();
+        assert_eq!(&b[4..8], &[0x08, 0, 0x03, 0]);
+        assert_eq!(&b[12..16], &[64, 0, 0, 0]);
+        assert_eq!(&b[40..48], &[0, 0x30, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[48..56], &[0x21, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[56..64], &[6, 0, 0, 0, 2, 0, 0, 0]);
+        assert!(matches!(
+            CreateCqReq::decode(&b[..63]),
+            Err(DecodeError::TooShort { needed: 64, .. })
+        ));
+        let mut c = CreateCqResp::new_zeroed();
+        c.cq_handle = U64::new(0x3007);
+        c.cq_id = U32::new(9);
+        assert_eq!(
+            &c.as_bytes()[32..48],
+            &[7, 0x30, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0]
+        );
+        let mut d = DestroyCqReq::new_zeroed();
+        d.hdr = hdr(RequestCode::MANA_IB_DESTROY_CQ, 56, 32);
+        d.cq_handle = U64::new(0x3007);
+        assert_eq!(&d.as_bytes()[48..56], &[7, 0x30, 0, 0, 0, 0, 0, 0]);
+        assert!(DestroyCqReq::decode(d.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn golden_ud_qp() {
+        // ib_mad's GSI QP as 7.3's mana_ib_gd_create_ud_qp lays it out
+        // (112 bytes, response 48): PD, send and receive CQs at 48-71, the
+        // SQ's and RQ's regions at 72 and 80, type at 88, doorbell page at
+        // 92, then the capacities.
+        let mut r = CreateUdQpReq::new_zeroed();
+        r.hdr = hdr(RequestCode::MANA_IB_CREATE_UD_QP, 112, 48);
+        r.adapter = U64::new(0x3000);
+        r.pd_handle = U64::new(0x3001);
+        r.send_cq_handle = U64::new(0x3003);
+        r.recv_cq_handle = U64::new(0x3004);
+        r.dma_region = [U64::new(0x11), U64::new(0x12)];
+        r.qp_type = U32::new(IB_QPT_GSI);
+        r.doorbell_page = U32::new(2);
+        r.max_send_wr = U32::new(128);
+        r.max_recv_wr = U32::new(512);
+        r.max_send_sge = U32::new(2);
+        r.max_recv_sge = U32::new(1);
+        let b = r.as_bytes();
+        assert_eq!(&b[4..8], &[0x06, 0, 0x03, 0]);
+        assert_eq!(&b[48..50], &[0x01, 0x30]);
+        assert_eq!(&b[56..58], &[0x03, 0x30]);
+        assert_eq!(&b[64..66], &[0x04, 0x30]);
+        assert_eq!(b[72], 0x11);
+        assert_eq!(b[80], 0x12);
+        assert_eq!(&b[88..96], &[1, 0, 0, 0, 2, 0, 0, 0]);
+        assert_eq!(
+            &b[96..112],
+            &[128, 0, 0, 0, 0, 2, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0]
+        );
+        assert!(CreateUdQpReq::decode(b).is_ok());
+        let mut bad = b.to_vec();
+        bad[88] = 2; // IB_QPT_RC is not a UD QP
+        assert_eq!(
+            CreateUdQpReq::decode(&bad).unwrap_err().field(),
+            Some("qp_type")
+        );
+        let mut q = CreateUdQpResp::new_zeroed();
+        q.qp_handle = U64::new(0x3005);
+        q.queue_ids = [U32::new(3), U32::new(4)];
+        assert_eq!(
+            &q.as_bytes()[32..48],
+            &[5, 0x30, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0]
+        );
+        let mut d = DestroyUdQpReq::new_zeroed();
+        d.qp_handle = U64::new(0x3005);
+        assert_eq!(&d.as_bytes()[48..50], &[5, 0x30]);
+    }
+
+    #[test]
+    fn golden_set_qp_state() {
+        // ib_mad moving its GSI QP to INIT: version 3, 184 bytes (7.3's
+        // module), state at 64, the qkey at 168.
+        let mut r = SetQpStateReq::new_zeroed();
+        r.hdr = hdr(RequestCode::MANA_IB_SET_QP_STATE, 184, 32);
+        r.hdr.req.msg_version = U16::new(crate::control::GDMA_MESSAGE_V3);
+        r.adapter = U64::new(0x3000);
+        r.qp_handle = U64::new(0x3005);
+        r.attr_mask = U64::new(0x31); // IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_QKEY
+        r.qp_state = U32::new(1);
+        r.qkey = U32::new(0x8001_0000);
+        let b = r.as_bytes();
+        assert_eq!(&b[8..16], &[3, 0, 0, 0, 184, 0, 0, 0]);
+        assert_eq!(&b[56..64], &[0x31, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[64..68], &[1, 0, 0, 0]);
+        assert_eq!(&b[168..172], &[0, 0, 1, 0x80]);
+        assert!(SetQpStateReq::decode(b).is_ok());
+        for (at, field) in [(160, "reserved1"), (178, "reserved2"), (180, "reserved3")] {
+            let mut bad = b.to_vec();
+            bad[at] = 1;
+            assert_eq!(
+                SetQpStateReq::decode(&bad).unwrap_err().field(),
+                Some(field)
+            );
+        }
+        let mut bad = b.to_vec();
+        bad[64] = 7;
+        assert_eq!(
+            SetQpStateReq::decode(&bad).unwrap_err().field(),
+            Some("qp_state")
+        );
+    }
+
+    #[test]
+    fn golden_kernel_pd_and_gpa_mr() {
+        // 7.x mana_ib_alloc_pd without udata, then mana_ib_get_dma_mr: a
+        // GPA MR names only its PD and type.
+        let mut p = CreatePdReq::new_zeroed();
+        p.hdr = hdr(RequestCode::GDMA_CREATE_PD, 48, 48);
+        p.flags = U32::new(GDMA_PD_FLAG_ALLOW_GPA_MR);
+        assert_eq!(&p.as_bytes()[40..48], &[1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(CreatePdReq::decode(p.as_bytes()).unwrap().flags.get(), 1);
+        let mut m = CreateMrReq::new_zeroed();
+        m.hdr = hdr(RequestCode::GDMA_CREATE_MR, 88, 48);
+        m.pd_handle = U64::new(0x3001);
+        m.mr_type = U32::new(GDMA_MR_TYPE_GPA);
+        let b = m.as_bytes();
+        assert_eq!(&b[48..52], &[1, 0, 0, 0]);
+        assert!(b[56..88].iter().all(|x| *x == 0));
+        assert!(CreateMrReq::decode(b).is_ok());
     }
 }

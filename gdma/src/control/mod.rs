@@ -343,6 +343,8 @@ pub enum RequestCode {
     MANA_IB_DESTROY_ADAPTER = 0x30003,
     MANA_IB_CONFIG_IP_ADDR = 0x30004,
     MANA_IB_CONFIG_MAC_ADDR = 0x30005,
+    MANA_IB_CREATE_UD_QP = 0x30006,
+    MANA_IB_DESTROY_UD_QP = 0x30007,
     MANA_IB_CREATE_CQ = 0x30008,
     MANA_IB_DESTROY_CQ = 0x30009,
     MANA_IB_CREATE_RC_QP = 0x3000a,
@@ -353,7 +355,7 @@ pub enum RequestCode {
 
 impl RequestCode {
     /// Every code, for lookups and tests.
-    pub const ALL: [RequestCode; 42] = {
+    pub const ALL: [RequestCode; 44] = {
         use RequestCode::*;
         [
             GDMA_VERIFY_VF_DRIVER_VERSION,
@@ -392,6 +394,8 @@ impl RequestCode {
             MANA_IB_DESTROY_ADAPTER,
             MANA_IB_CONFIG_IP_ADDR,
             MANA_IB_CONFIG_MAC_ADDR,
+            MANA_IB_CREATE_UD_QP,
+            MANA_IB_DESTROY_UD_QP,
             MANA_IB_CREATE_CQ,
             MANA_IB_DESTROY_CQ,
             MANA_IB_CREATE_RC_QP,
@@ -446,6 +450,8 @@ impl RequestCode {
             MANA_IB_DESTROY_ADAPTER => "MANA_IB_DESTROY_ADAPTER",
             MANA_IB_CONFIG_IP_ADDR => "MANA_IB_CONFIG_IP_ADDR",
             MANA_IB_CONFIG_MAC_ADDR => "MANA_IB_CONFIG_MAC_ADDR",
+            MANA_IB_CREATE_UD_QP => "MANA_IB_CREATE_UD_QP",
+            MANA_IB_DESTROY_UD_QP => "MANA_IB_DESTROY_UD_QP",
             MANA_IB_CREATE_CQ => "MANA_IB_CREATE_CQ",
             MANA_IB_DESTROY_CQ => "MANA_IB_DESTROY_CQ",
             MANA_IB_CREATE_RC_QP => "MANA_IB_CREATE_RC_QP",

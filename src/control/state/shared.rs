@@ -3,8 +3,8 @@
 //! queries (device info, firmware version, RSS key, hash types and
 //! redirection table) from it, as the primary does, with no IPC.
 
-use crate::control::port::Limits;
-use crate::control::rss::{Rss, RETA_SIZE};
+use crate::control::state::limits::Limits;
+use crate::control::state::rss_conf::{Rss, RETA_SIZE};
 use crate::ffi;
 use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
