@@ -11,7 +11,7 @@
 #   scripts/demo.sh [--log <file>]     (default target/demo-<date>.log)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-log=target/demo-$(date +%Y%m%d-%H%M%S).log
+log=$PWD/target/demo-$(date +%Y%m%d-%H%M%S).log
 case "${1:-}" in
     --log) log=$2 ;;
     "") ;;
