@@ -194,7 +194,10 @@ fn proc_info(env: &EmuEnv, prefix: &str, args: &[&str]) -> (String, bool) {
         .expect("dpdk-proc-info");
     // A measurement for the log (how long EAL and the queries took), not
     // an assertion.
-    eprintln!("dpdk-proc-info {args:?}: {:.1} s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "dpdk-proc-info {args:?}: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     (
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
         out.status.success(),
