@@ -75,7 +75,8 @@ fn run(
     for (k, v) in extra {
         cmd.env(k, v);
     }
-    let limit = if valgrind { 600 } else { 120 };
+    // Only catches a hang: every wait inside is for an event.
+    let limit = if valgrind { 1200 } else { 600 };
     let out = Command::new("timeout")
         .arg(limit.to_string())
         .arg(cmd.get_program())

@@ -196,7 +196,9 @@ static void wait_until(_Atomic int *counter, int value, double seconds)
 {
 	uint64_t end = rte_get_timer_cycles() + (uint64_t)(seconds * rte_get_timer_hz());
 
-	while (atomic_load(counter) < value && rte_get_timer_cycles() < end) {
+	/* A port the application closed gets no more events. */
+	while (atomic_load(counter) < value && !atomic_load(&closed) &&
+	       rte_get_timer_cycles() < end) {
 		traffic();
 		rte_delay_us_sleep(100);
 	}
@@ -366,8 +368,11 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(fault, "reset") == 0 && strcmp(mode, "remove-failed") != 0) {
 			wait_until(&recovered, r, HANG_S);
-			/* netvsc: the alarm switches back to the VF. */
-			for (i = 0; i < 120000 && atomic_load(&state) != VF_ACTIVE && !atomic_load(&closed); i++)
+			/* netvsc: the alarm switches back to the VF (no other
+			 * mode switches back). */
+			for (i = 0; strcmp(mode, "netvsc") == 0 && i < 120000 &&
+				    atomic_load(&state) != VF_ACTIVE && !atomic_load(&closed);
+			     i++)
 				rte_delay_us_sleep(1000);
 		} else {
 			wait_until(&failed, 1, HANG_S);
