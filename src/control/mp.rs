@@ -96,7 +96,7 @@ pub fn port_by_name(name: &str) -> Option<u16> {
     (unsafe { ffi::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut id) } == 0).then_some(id)
 }
 
-fn is_primary() -> bool {
+pub(crate) fn is_primary() -> bool {
     // SAFETY: FFI query.
     unsafe { ffi::rte_eal_process_type() == ffi::RTE_PROC_PRIMARY }
 }
