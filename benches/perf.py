@@ -1345,8 +1345,17 @@ def main():
                     help="a DPDK release other than 22.11 (set up by benches/run.sh --dpdk): "
                          "results go to target/bench/versions/<release>.json, and --update-doc "
                          "rewrites only the per-version table")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the test suite's check that the benchmark runs: one callgrind row "
+                         "(our driver, io, 64 B, 1 queue) at --budget, nothing else; results in "
+                         "target/bench/smoke/; exits non-zero if the row fails")
     ap.add_argument("--command", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.smoke:
+        global OUT
+        OUT = OUT / "smoke"
+        a.modes, a.sizes, a.queues, a.drivers = "io", "64", "1", "rust"
+        a.pps_runs, a.native_runs, a.trap_check, a.update_doc = 0, 0, False, False
     if a.command is None:
         a.command = " ".join(["benches/run.sh"] + sys.argv[1:])
 
@@ -1453,6 +1462,10 @@ def main():
         })
         log("doc/performance.md updated")
     log(f"results: {OUT / 'results.md'}, {OUT / 'results.json'} (and {RUN})")
+    if results.get("failed"):
+        # The other rows are in the results; the exit status says some are not.
+        sys.exit(f"perf.py: {len(results['failed'])} row(s) failed: "
+                 + ", ".join(sorted(results["failed"])))
 
 
 if __name__ == "__main__":

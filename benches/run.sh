@@ -14,7 +14,11 @@
 # a copy of every measured binary, target/bench/runs/<time>-<pid>/);
 # --update-doc rewrites the result sections of doc/performance.md. Needs scripts/setup.sh's packages
 # (valgrind, dpdk-testpmd, libdpdk-dev, the DPDK source). About 18 minutes
-# on 2 cores. Not part of the test suite.
+# on 2 cores (idle; instruction counts do not depend on load, only the time
+# does). `--smoke` runs one callgrind row at --budget and nothing else
+# (results in target/bench/smoke/), failing if it fails: scripts/test.sh
+# runs it so the benchmark cannot silently break. perf.py exits non-zero
+# when any row failed (the other rows are still in the results).
 #
 # With --dpdk RELEASE (23.11, 24.11, 25.11, 26.07: what scripts/dpdk.sh
 # builds, cached), the same rows run on that release: its testpmd and

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything net_mana needs on Debian bookworm (run as root):
-# DPDK 22.11 with testpmd, rdma-core 44, the bindgen toolchain, test tools,
+# DPDK 22.11 with testpmd, rdma-core 44, the bindgen toolchain, test tools
+# (stress-ng: the CPU hog of scripts/test.sh's busy pass),
 # and the DPDK source of exactly the installed version (its driver-SDK
 # headers are not packaged in libdpdk-dev; the C reference driver is built
 # from it in tests), and the guest tier's pieces (scripts/guest-setup.sh).
@@ -10,7 +11,7 @@ set -euo pipefail
 CACHE=${NET_MANA_CACHE:-/var/cache/net-mana}
 PKGS=(libdpdk-dev dpdk-dev dpdk libibverbs-dev ibverbs-providers libclang-dev clang
       meson ninja-build pkg-config valgrind python3-pyelftools iproute2 iputils-ping
-      netcat-openbsd tcpdump ethtool dpkg-dev xz-utils debootstrap)
+      netcat-openbsd tcpdump ethtool dpkg-dev xz-utils debootstrap stress-ng)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup.sh: run as root (it installs Debian packages)" >&2

@@ -6,7 +6,6 @@
 
 mod common;
 use common::*;
-use std::time::Duration;
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -95,7 +94,7 @@ fn ring_depths(t: &mut Testpmd, d: u64) {
     let k = 2 * d + 64;
     t.inject(MAC_A, &udp_frames(MAC_A, k as usize, 5)).unwrap();
     let total = d + 32 + k;
-    let s0 = wait_stats(t, 0, Duration::from_secs(20), |s| s.rx_packets == total);
+    let s0 = wait_stats(t, 0, |s| s.rx_packets == total);
     assert_eq!(s0.rx_packets, total, "every frame reached testpmd");
     let s1 = t.port_stats(1).unwrap();
     assert_eq!(s1.tx_packets, d, "B's send ring takes {d} packets");

@@ -10,7 +10,6 @@
 
 mod common;
 use common::*;
-use std::time::Duration;
 
 /// One testpmd at a time: the machine has two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -117,9 +116,7 @@ fn rxonly(nq: usize) {
     wait_dev(&t, "all frames received", |c| {
         c.port(MAC_A).unwrap().rx_packets == N as u64
     });
-    let s = wait_stats(&mut t, 0, Duration::from_secs(10), |s| {
-        s.rx_packets >= N as u64
-    });
+    let s = wait_stats(&mut t, 0, |s| s.rx_packets >= N as u64);
     let out = cmd(&mut t, "stop");
     let dev = settled(&t);
     let d = dev.port(MAC_A).unwrap();

@@ -9,8 +9,9 @@
 //! forward again once the device tells the truth. A second, shorter run
 //! is under valgrind's memcheck: no invalid read or write.
 //!
-//! The first case lies until 600 lies are told (`LYING_COUNT`), at most
-//! 20 s; with `LYING_MS` set, for that long (`LYING_COUNT` then optional).
+//! The first case lies until 600 lies are told (`LYING_COUNT`; 10 minutes
+//! at most, a hang); with `LYING_MS` set, for that long (`LYING_COUNT` then
+//! optional).
 //! `LYING_SEED` sets its seed, `LYING_PER_MILLION` how often a completion
 //! lies, `LYING_KINDS` which kinds (`scripts/lying.sh` runs it long).
 
@@ -100,7 +101,7 @@ fn forwarding(t: &mut Testpmd, n: u64, what: &str) {
                 break;
             }
             assert!(
-                t0.elapsed() < Duration::from_secs(10),
+                t0.elapsed() < Duration::from_secs(120),
                 "{what}: port {p} receives nothing: {s:?}"
             );
             std::thread::sleep(Duration::from_millis(50));
@@ -200,7 +201,9 @@ fn the_driver_survives_a_lying_device_and_counts_every_lie() {
     if skip() {
         return;
     }
-    let ms = env_u64("LYING_MS", 20_000);
+    // By default the lies end at their count; the time bound only catches
+    // a device that stopped moving completions.
+    let ms = env_u64("LYING_MS", 600_000);
     let seed = env_u64("LYING_SEED", 0x11e5_0fad_e71c_e000);
     let per_million = env_u64("LYING_PER_MILLION", 4000) as u32;
     let env = EmuEnv::new("lying", pair("")).unwrap();
@@ -220,7 +223,7 @@ fn the_driver_survives_a_lying_device_and_counts_every_lie() {
     cmd(&mut t, "start");
     forwarding(&mut t, 5000, "before the lies");
     // LYING_MS alone (a long run) lies for that long; by default, 600
-    // lies within at most 20 s.
+    // lies, however long a loaded machine takes to tell them.
     let count = match std::env::var("LYING_MS") {
         Ok(_) => std::env::var("LYING_COUNT")
             .ok()

@@ -195,9 +195,7 @@ fn synthetic_io(nq: usize) {
     inject_paced(&t, MAC_A, &fr, 250, |c, sent| nic(c).tx_packets == sent);
     // netvsc counts a send when it reads the host's completion, in its
     // receive polling: wait for it before stopping.
-    wait_stats(&mut t, 0, Duration::from_secs(10), |s| {
-        s.tx_packets == N as u64
-    });
+    wait_stats(&mut t, 0, |s| s.tx_packets == N as u64);
     cmd(&mut t, "stop");
     let dev = settled(&t);
     let s = t.port_stats(0).unwrap();
@@ -393,6 +391,7 @@ fn wait_nic(
     timeout: Duration,
     pred: impl Fn(&NetvscReport) -> bool,
 ) -> Counters {
+    let timeout = timeout.max(DEADLINE);
     let t0 = Instant::now();
     loop {
         let c = t
@@ -479,9 +478,7 @@ fn hot_remove_and_add(d: &Dpdk) {
     assert_eq!(nic(&c).rx_packets, n);
     // netvsc counts a synthetic send when it reads the host's completion
     // (in its receive polling, which forwarding keeps running).
-    let s = wait_stats(&mut t, NETVSC, Duration::from_secs(10), |s| {
-        s.tx_packets == n
-    });
+    let s = wait_stats(&mut t, NETVSC, |s| s.tx_packets == n);
     assert_eq!(
         (s.rx_packets, s.tx_packets),
         (n, n),
@@ -680,13 +677,16 @@ struct ResetRecord {
     netvsc_log: Vec<String>,
 }
 
-/// txonly through the VF; our adapter goes through a service reset (down
-/// `DOWN_MS`): our driver emits ERR_RECOVERING, rebuilds, emits
-/// RECOVERY_SUCCESS with the same port id. Whatever netvsc does with the
-/// events, nothing deadlocks or crashes, traffic leaves through the VF again
-/// and every mbuf comes back.
-fn reset_under_traffic(d: &Dpdk, nq: usize) -> ResetRecord {
-    const DOWN_MS: u64 = 3000;
+/// txonly through the VF; our adapter goes through a service reset (the
+/// device away until the test ends the reset): our driver emits
+/// ERR_RECOVERING, rebuilds, emits RECOVERY_SUCCESS with the same port id.
+/// Whatever netvsc does with the events, nothing deadlocks or crashes,
+/// traffic leaves through the VF again and every mbuf comes back.
+/// `falls_back`: netvsc sends over VMBus during the reset, so the window
+/// recorded ends once it has (else after 1.5 s of nothing, which can only
+/// miss a send, never invent one).
+fn reset_under_traffic(d: &Dpdk, nq: usize, falls_back: bool) -> ResetRecord {
+    const DOWN_MS: u64 = 3_600_000;
     let (env, _wire) = azure_nic(&format!("nv-reset{}-{nq}", d.name.replace('.', "")), "");
     let q = queue_args(nq);
     let mut t = spawn_on(
@@ -719,13 +719,24 @@ fn reset_under_traffic(d: &Dpdk, nq: usize) -> ResetRecord {
         Duration::from_secs(10),
     )
     .unwrap();
-    // Inside the window: the device is gone for DOWN_MS.
+    // Inside the window: the device is gone until the test ends the reset.
     std::thread::sleep(Duration::from_millis(500));
     let c1 = t.device_counters().unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let c2 = t.device_counters().unwrap();
+    let c2 = if falls_back {
+        let syn = nic(&c1).tx_packets;
+        wait_nic(
+            &t,
+            "the synthetic path sends during the reset",
+            DEADLINE,
+            |r| r.tx_packets > syn,
+        )
+    } else {
+        std::thread::sleep(Duration::from_millis(1500));
+        t.device_counters().unwrap()
+    };
     let record_vf = c2.port(MAC_A).unwrap().tx_packets - c1.port(MAC_A).unwrap().tx_packets;
     let record_syn = nic(&c2).tx_packets - nic(&c1).tx_packets;
+    t.fault(Fault::ResetEnd { pci: PCI.into() }).unwrap();
     t.wait_for_from(
         from,
         "Port 0: error recovery successful event",
@@ -776,7 +787,7 @@ fn service_reset_under_traffic_netvsc_22_11() {
         return;
     }
     for nq in [1, 4] {
-        let r = reset_under_traffic(&debian_22_11(), nq);
+        let r = reset_under_traffic(&debian_22_11(), nq, false);
         eprintln!("netvsc 22.11, {nq} queue(s): {r:?}");
         assert_eq!(r.vf_tx_during, 0, "{r:?}");
         assert_eq!(r.synthetic_tx_during, 0, "22.11 does not fall back: {r:?}");
@@ -802,7 +813,7 @@ fn service_reset_under_traffic_newest_netvsc() {
         }
     };
     for nq in [1, 4] {
-        let r = reset_under_traffic(&d, nq);
+        let r = reset_under_traffic(&d, nq, true);
         eprintln!("netvsc 26.07, {nq} queue(s): {r:?}");
         assert_eq!(r.vf_tx_during, 0, "{r:?}");
         assert!(
@@ -831,7 +842,7 @@ fn service_reset_under_traffic_newest_netvsc() {
 /// VF, for `secs` seconds; stops it with SIGINT as a user would. Adapted to
 /// this machine: two lcores (`-l 0,1`, one forwarding core) and a bounded
 /// mbuf pool. Returns the output and the device's counters at exit.
-fn seed_001_run(name: &str, app: &[&str], secs: u64) -> (String, Counters) {
+fn seed_001_run(name: &str, app: &[&str], blocks: usize) -> (String, Counters) {
     let (env, _wire) = azure_nic(name, "");
     let _runtime = RuntimeDir::new(name);
     let mut c = std::process::Command::new("dpdk-testpmd");
@@ -865,22 +876,58 @@ fn seed_001_run(name: &str, app: &[&str], secs: u64) -> (String, Counters) {
     .stdin(std::process::Stdio::null())
     .stdout(std::process::Stdio::piped())
     .stderr(std::process::Stdio::piped());
-    let child = c.spawn().expect("dpdk-testpmd");
+    let mut child = c.spawn().expect("dpdk-testpmd");
     let pid = child.id() as libc::pid_t;
-    std::thread::sleep(Duration::from_secs(secs));
+    // Both streams gathered as they come, so the run lasts until testpmd
+    // has printed `blocks` periodic statistics blocks (however long it
+    // took to start), not a fixed time.
+    let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let readers: Vec<_> = [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ]
+    .into_iter()
+    .map(|mut r| {
+        let text = text.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = r.read(&mut buf) {
+                text.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    })
+    .collect();
+    let t0 = Instant::now();
+    loop {
+        if periodic_tx(&text.lock().unwrap()).len() >= blocks {
+            break;
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("testpmd exited ({st}) before {blocks} statistics blocks");
+        }
+        if t0.elapsed() > DEADLINE {
+            // SAFETY: signalling the child we spawned and have not reaped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = child.wait();
+            panic!(
+                "{} of {blocks} periodic statistics blocks after {} s:\n{}",
+                periodic_tx(&text.lock().unwrap()).len(),
+                DEADLINE.as_secs(),
+                text.lock().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // SAFETY: signalling the child we spawned and have not reaped.
     unsafe { libc::kill(pid, libc::SIGINT) };
-    let out = child.wait_with_output().expect("testpmd exits");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "testpmd exited with {}:\n{text}",
-        out.status
-    );
+    let status = child.wait().expect("testpmd exits");
+    for r in readers {
+        r.join().unwrap();
+    }
+    let text = std::mem::take(&mut *text.lock().unwrap());
+    assert!(status.success(), "testpmd exited with {status}:\n{text}");
     (text, env.exit_counters().expect("exit counters"))
 }
 
@@ -917,7 +964,8 @@ fn seed_001(name: &str, app: &[&str], nq: usize) {
     if skip() {
         return;
     }
-    let (out, dev) = seed_001_run(name, app, 7);
+    // Three blocks: two intervals to see TX grow over.
+    let (out, dev) = seed_001_run(name, app, 3);
     assert_has(&out, "hn_vf_attach(): found matching VF port 0");
     assert_has(&out, "No commandline core given, start packet forwarding");
     let periodic = periodic_tx(&out);
@@ -1004,7 +1052,8 @@ fn frames_during_reset(d: &Dpdk, replies: u64) {
     let from = t.output().len();
     t.fault(Fault::Reset {
         pci: PCI.into(),
-        down_ms: Some(3000),
+        // Away until the test ends the reset, whatever the load.
+        down_ms: Some(3_600_000),
         new_name: None,
     })
     .unwrap();
@@ -1040,6 +1089,7 @@ fn frames_during_reset(d: &Dpdk, replies: u64) {
         n,
         "nothing reached the VF"
     );
+    t.fault(Fault::ResetEnd { pci: PCI.into() }).unwrap();
     t.wait_for_from(
         from,
         "Port 0: error recovery successful event",

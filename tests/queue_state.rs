@@ -81,17 +81,13 @@ fn a_stopped_rx_queue_delivers_what_it_holds_after_restart() {
     wait_dev(&t, "all frames received by the device", |c| {
         c.port(MAC_A).unwrap().rx_packets == N as u64
     });
-    let s = wait_stats(&mut t, 0, Duration::from_secs(10), |s| {
-        s.rx_packets >= expect[0]
-    });
+    let s = wait_stats(&mut t, 0, |s| s.rx_packets >= expect[0]);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(t.port_stats(0).unwrap().rx_packets, expect[0], "{s:?}");
     cmd(&mut t, "stop");
     cmd(&mut t, "port 0 rxq 1 start");
     cmd(&mut t, "start");
-    let s = wait_stats(&mut t, 0, Duration::from_secs(10), |s| {
-        s.rx_packets >= N as u64
-    });
+    let s = wait_stats(&mut t, 0, |s| s.rx_packets >= N as u64);
     cmd(&mut t, "stop");
     let d = settled(&t);
     assert_eq!(

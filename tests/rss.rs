@@ -45,9 +45,7 @@ fn receive(t: &mut Testpmd, frames: &[Vec<u8>], nq: usize) -> (Vec<u64>, Vec<u64
     wait_dev(t, "frames received", |c| {
         c.port(MAC_A).unwrap().rx_packets == dev0 + n
     });
-    let s = wait_stats(t, 0, Duration::from_secs(10), |s| {
-        s.rx_packets >= before + n
-    });
+    let s = wait_stats(t, 0, |s| s.rx_packets >= before + n);
     assert_eq!(s.rx_packets, before + n, "testpmd received every frame");
     let out = cmd(t, "stop");
     let mut streams = parse_stream_stats(&out);

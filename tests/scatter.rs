@@ -128,7 +128,7 @@ fn forward(setup: &Setup, mode: &str) {
             c.port(MAC_B).unwrap().tx_packets == sent
         }
     });
-    let s0 = wait_stats(&mut t, 0, Duration::from_secs(20), |s| s.rx_packets >= n);
+    let s0 = wait_stats(&mut t, 0, |s| s.rx_packets >= n);
     cmd(&mut t, "stop");
     let dev = settled(&t);
     let s1 = t.port_stats(1).unwrap();
@@ -263,9 +263,7 @@ fn a_length_beyond_the_wqe_is_dropped_and_counted() {
     assert_eq!(told, LIES, "lies {:?}", dev.device.lies);
     // The first 25 frames were lied about.
     let honest = total_bytes(&fr[LIES as usize..]);
-    let s = wait_stats(&mut t, 0, Duration::from_secs(20), |s| {
-        s.rx_packets >= n - LIES
-    });
+    let s = wait_stats(&mut t, 0, |s| s.rx_packets >= n - LIES);
     cmd(&mut t, "stop");
     let x = xstats(&mut t, 0);
     let got: BTreeMap<&str, u64> = ["packets", "bytes", "bad_length_drops", "errors"]

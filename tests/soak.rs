@@ -279,7 +279,8 @@ fn soak() {
             new_name: None,
         })
         .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
+        // Only catches a hang (a loaded machine recovers in seconds).
+        let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let out = t.output();
             let done = (0..2).all(|p| count(&out, p, "error recovery successful") >= i as usize);
@@ -288,7 +289,7 @@ fn soak() {
                 break;
             }
             if Instant::now() > deadline {
-                deviations.push(format!("reset {i}: not recovered within 30 s"));
+                deviations.push(format!("reset {i}: not recovered within 120 s"));
                 break;
             }
             std::thread::sleep(Duration::from_millis(5));

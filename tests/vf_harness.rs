@@ -75,7 +75,8 @@ fn run(
     for (k, v) in extra {
         cmd.env(k, v);
     }
-    let limit = if valgrind { 600 } else { 120 };
+    // Only catches a hang: every wait inside is for an event.
+    let limit = if valgrind { 1200 } else { 600 };
     let out = Command::new("timeout")
         .arg(limit.to_string())
         .arg(cmd.get_program())
@@ -214,6 +215,9 @@ fn a_secondary_process_forwards_through_the_primarys_port_across_resets() {
         c.env("VF_MARK", dir.join("mark"))
             .env("VF_STOP", dir.join("stop"))
             .env("VF_EXITED", dir.join("exited"))
+            .env("VF_READY", dir.join("ready"))
+            .env("VF_ATTACHED", dir.join("attached"))
+            .env("VF_SEEN", dir.join("seen"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -222,10 +226,18 @@ fn a_secondary_process_forwards_through_the_primarys_port_across_resets() {
     let mut p = Command::new(harness());
     let _runtime = base(&mut p, "mp-primary", "3");
     let primary = p.spawn().unwrap();
-    // The secondary attaches once the primary's port exists.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The secondary attaches once the primary's port exists (it says so
+    // with a file); the deadline only catches a hang.
+    let t0 = std::time::Instant::now();
+    while !dir.join("ready").exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(120),
+            "the primary never got its port ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let mut c = Command::new("timeout");
-    c.arg("60").arg(harness());
+    c.arg("600").arg(harness());
     let _same_runtime = base(&mut c, "mp-secondary", "0");
     c.arg("--proc-type=secondary");
     let secondary = c.output().unwrap();

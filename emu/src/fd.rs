@@ -101,6 +101,14 @@ pub(crate) fn poll_in(fd: RawFd, timeout_ms: i32) -> i16 {
     pfd.revents
 }
 
+/// poll(2) over several fds (each entry's `revents` filled in); waits
+/// without end with `timeout_ms` -1. Returns poll's result.
+pub(crate) fn poll_many(fds: &mut [libc::pollfd], timeout_ms: i32) -> i32 {
+    // SAFETY: poll(2) reads and writes exactly `fds.len()` pollfds, the
+    // entries of a live mutable slice, for the duration of the call.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) }
+}
+
 /// Reads (and so resets) an eventfd's counter; nothing if it is zero.
 pub(crate) fn drain_eventfd(fd: RawFd) {
     let mut b = [0u8; 8];

@@ -550,7 +550,7 @@ impl<'a> TestpmdBuilder<'a> {
         {
             let done = done.clone();
             let pid = child.id() as libc::pid_t;
-            let deadline = Instant::now() + self.timeout;
+            let deadline = Instant::now() + self.timeout.max(RUN_HANG);
             std::thread::spawn(move || {
                 while !done.load(Ordering::Relaxed) {
                     if Instant::now() > deadline {
@@ -569,7 +569,7 @@ impl<'a> TestpmdBuilder<'a> {
             out,
             run_dir: self.env.config.options.run_dir.clone(),
             started: Instant::now(),
-            deadline: Instant::now() + self.timeout,
+            deadline: Instant::now() + self.timeout.max(RUN_HANG),
             // A secondary's files live in its primary's directory.
             runtime: (!self.eal.iter().any(|a| a.contains("secondary")))
                 .then(|| RuntimeDir::new(&prefix)),
@@ -686,6 +686,7 @@ impl Testpmd {
         view: impl Fn(&str) -> String,
         done: impl Fn(&str) -> bool,
     ) -> Result<String, String> {
+        let timeout = timeout.max(HANG);
         let t0 = Instant::now();
         loop {
             {
@@ -705,7 +706,8 @@ impl Testpmd {
             }
             if t0.elapsed() > timeout || Instant::now() > self.deadline {
                 return Err(format!(
-                    "timeout waiting for {pat:?}; output:\n{}",
+                    "no {pat:?} after {} s; output:\n{}",
+                    t0.elapsed().as_secs(),
                     self.output()
                 ));
             }
@@ -747,17 +749,11 @@ impl Testpmd {
         // testpmd writes its prompt a byte at a time, so an event printed
         // meanwhile (itself possibly split at its leading newline) can land
         // inside it: look for the prompt without event lines and newlines.
-        self.wait_until(
-            from,
-            "testpmd> \r\n",
-            Duration::from_secs(60),
-            without_events,
-            |v| {
-                without_log_lines(v)
-                    .replace('\n', "")
-                    .contains("testpmd> \r")
-            },
-        )
+        self.wait_until(from, "testpmd> \r\n", HANG, without_events, |v| {
+            without_log_lines(v)
+                .replace('\n', "")
+                .contains("testpmd> \r")
+        })
     }
 
     /// Every mempool's dump: `dump_mempool`, which testpmd 26.07 renamed
@@ -816,6 +812,7 @@ impl Testpmd {
         timeout: Duration,
         pred: impl Fn(&Counters) -> bool,
     ) -> Result<Counters, String> {
+        let timeout = timeout.max(HANG);
         let t0 = Instant::now();
         loop {
             let c = self.device_counters()?;
@@ -823,7 +820,10 @@ impl Testpmd {
                 return Ok(c);
             }
             if t0.elapsed() > timeout {
-                return Err(format!("device counters never matched: {c:?}"));
+                return Err(format!(
+                    "device counters never matched in {} s; last seen: {c:?}",
+                    t0.elapsed().as_secs()
+                ));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -845,7 +845,11 @@ impl Testpmd {
             match self.child.try_wait() {
                 Ok(Some(st)) => {
                     self.done.store(true, Ordering::Relaxed);
-                    std::thread::sleep(Duration::from_millis(50));
+                    // The reader threads may still be taking the last
+                    // lines: they mark the end of the output when done.
+                    while self.exited().is_none() && t0.elapsed() < HANG {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
                     let out = self.output();
                     return if st.success() {
                         Ok(out)
@@ -853,9 +857,7 @@ impl Testpmd {
                         Err(format!("testpmd exited with {st}:\n{out}"))
                     };
                 }
-                Ok(None) if t0.elapsed() < Duration::from_secs(30) => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
+                Ok(None) if t0.elapsed() < HANG => std::thread::sleep(Duration::from_millis(50)),
                 _ => {
                     let _ = self.child.kill();
                     let _ = self.child.wait();
@@ -926,6 +928,15 @@ impl Drop for Hugepages {
 }
 
 const EXIT_MARK: &str = "\n[harness: ";
+
+/// The least any wait of the harness gives an event before it reports a
+/// hang (a timeout passed by a test is raised to it): tests wait for
+/// events, never for a span of time, and a loaded 2-core machine takes
+/// seconds where an idle one takes milliseconds.
+pub const HANG: Duration = Duration::from_secs(120);
+
+/// The least a whole testpmd run gets before the watchdog kills it.
+const RUN_HANG: Duration = Duration::from_secs(900);
 
 /// Waits (without reaping: `Testpmd` still owns the child) until `pid` has
 /// ended and describes how.

@@ -524,6 +524,25 @@ pub mod build {
         f
     }
 
+    /// Ethernet and an IPv6 header (hop limit 64) for `l4_len` bytes of
+    /// `proto`.
+    fn ipv6(
+        dst: [u8; 6],
+        src: [u8; 6],
+        proto: u8,
+        sip: [u8; 16],
+        dip: [u8; 16],
+        l4_len: usize,
+    ) -> Vec<u8> {
+        let mut f = eth(dst, src, ETH_P_IPV6);
+        f.extend_from_slice(&[0x60, 0, 0, 0]);
+        f.extend_from_slice(&(l4_len as u16).to_be_bytes());
+        f.extend_from_slice(&[proto, 64]);
+        f.extend_from_slice(&sip);
+        f.extend_from_slice(&dip);
+        f
+    }
+
     /// Ethernet / IPv6 / TCP (ACK|PSH) with `payload_len` bytes of pattern.
     pub fn tcp6(
         dst: [u8; 6],
@@ -534,12 +553,7 @@ pub mod build {
         dport: u16,
         payload_len: usize,
     ) -> Vec<u8> {
-        let mut f = eth(dst, src, ETH_P_IPV6);
-        f.extend_from_slice(&[0x60, 0, 0, 0]);
-        f.extend_from_slice(&((20 + payload_len) as u16).to_be_bytes());
-        f.extend_from_slice(&[IPPROTO_TCP, 64]);
-        f.extend_from_slice(&sip);
-        f.extend_from_slice(&dip);
+        let mut f = ipv6(dst, src, IPPROTO_TCP, sip, dip, 20 + payload_len);
         f.extend_from_slice(&sport.to_be_bytes());
         f.extend_from_slice(&dport.to_be_bytes());
         f.extend_from_slice(&[0; 8]);
@@ -560,12 +574,7 @@ pub mod build {
         dport: u16,
         payload_len: usize,
     ) -> Vec<u8> {
-        let mut f = eth(dst, src, ETH_P_IPV6);
-        f.extend_from_slice(&[0x60, 0, 0, 0]);
-        f.extend_from_slice(&((8 + payload_len) as u16).to_be_bytes());
-        f.extend_from_slice(&[IPPROTO_UDP, 64]);
-        f.extend_from_slice(&sip);
-        f.extend_from_slice(&dip);
+        let mut f = ipv6(dst, src, IPPROTO_UDP, sip, dip, 8 + payload_len);
         f.extend_from_slice(&sport.to_be_bytes());
         f.extend_from_slice(&dport.to_be_bytes());
         f.extend_from_slice(&((8 + payload_len) as u16).to_be_bytes());

@@ -65,7 +65,8 @@ fn service_reset_fatal_event_dead_context_and_return() {
     // Back after down_ms: same PCI address and MACs, new name, new generation.
     let t0 = Instant::now();
     while dev.emu.lock().visible().is_empty() {
-        assert!(t0.elapsed() < Duration::from_secs(3));
+        // Only catches a device that never comes back.
+        assert!(t0.elapsed() < Duration::from_secs(120), "never back");
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(t0.elapsed() >= Duration::from_millis(300));
@@ -193,12 +194,13 @@ fn cqe_delay_keeps_order() {
         (o1, o2),
         "in order"
     );
-    // Later CQEs are immediate again.
+    // Later CQEs are immediate again: visible as soon as the device has
+    // taken the doorbell (not after a span of time, which a busy machine
+    // stretches anyway).
     tx.post(&udp(3));
     tx.ring();
-    let t1 = Instant::now();
-    tx.cq.wait(1);
-    assert!(t1.elapsed() < Duration::from_millis(250));
+    dev.settle();
+    assert_eq!(tx.cq.poll().len(), 1, "a later CQE was delayed");
 }
 
 #[test]

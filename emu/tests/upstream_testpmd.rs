@@ -135,8 +135,18 @@ fn txonly_mode(nq: usize, mode: mana_emu::config::DoorbellMode) {
     .unwrap();
     t.fault(Fault::TxPause { mac: MAC_A.into() }).unwrap();
     // txonly keeps calling tx_burst, which reaps every completion posted
-    // before the pause.
-    std::thread::sleep(Duration::from_millis(700));
+    // before the pause: wait until testpmd has counted them all (the
+    // device sends nothing more).
+    let paused = t.device_counters().unwrap().port(MAC_A).unwrap().tx_packets;
+    let t0 = std::time::Instant::now();
+    while t.port_stats(0).unwrap().tx_packets < paused {
+        assert!(
+            t0.elapsed() < HANG,
+            "testpmd counted {:?} of the {paused} packets sent before the pause",
+            t.port_stats(0)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     t.cmd("stop").unwrap();
     let s = t.port_stats(0).unwrap();
     let dev = t.device_counters().unwrap();
@@ -292,10 +302,8 @@ fn forward(mode: &str, nq: usize) {
     })
     .unwrap();
     let mut s0 = t.port_stats(0).unwrap();
-    for _ in 0..100 {
-        if s0.rx_packets == total {
-            break;
-        }
+    let t0 = std::time::Instant::now();
+    while s0.rx_packets != total && t0.elapsed() < HANG {
         std::thread::sleep(Duration::from_millis(50));
         s0 = t.port_stats(0).unwrap();
     }
@@ -450,10 +458,17 @@ fn c_driver_service_reset_raises_removal_event() {
         dev2.queues
     );
     // The device comes back for the same PCI address and MAC (new IB
-    // device); the port can be attached and started again.
-    std::thread::sleep(Duration::from_millis(600));
-    let o = t.cmd(&format!("port attach {PCI}")).unwrap();
-    assert!(o.contains("Port 0 is attached"), "{o}");
+    // device); the port can be attached and started again. When it is
+    // back depends on the device thread: attach until it is there.
+    let t0 = std::time::Instant::now();
+    loop {
+        let o = t.cmd(&format!("port attach {PCI}")).unwrap();
+        if o.contains("Port 0 is attached") {
+            break;
+        }
+        assert!(t0.elapsed() < HANG, "never attached again: {o}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let o = t.cmd("port start all").unwrap();
     assert!(o.contains("Port 0: 00:0D:3A:00:00:0A"), "{o}");
     t.cmd("stop").unwrap();

@@ -540,7 +540,7 @@ fn completion_channel_and_traffic_through_the_seam() {
         // The event names the CQ and its context.
         let t0 = std::time::Instant::now();
         while ibv_get_cq_event(ch, &mut ecq, &mut ectx) != 0 {
-            assert!(t0.elapsed().as_secs() < 5, "no completion event");
+            assert!(t0.elapsed().as_secs() < 120, "no completion event");
             std::thread::yield_now();
         }
         assert_eq!((ecq, ectx as usize), (cq, 0x77));
@@ -632,7 +632,7 @@ fn async_fatal_event_and_device_return() {
                 assert!(!ibv_alloc_pd(c2).is_null());
                 break;
             }
-            assert!(t0.elapsed().as_secs() < 5);
+            assert!(t0.elapsed().as_secs() < 120);
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
@@ -676,7 +676,7 @@ fn old_devices_are_freed_across_resets() {
                 if n == 1 {
                     break;
                 }
-                assert!(t0.elapsed().as_secs() < 5, "the device came back");
+                assert!(t0.elapsed().as_secs() < 120, "the device never came back");
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
             live.push(live_devices());

@@ -96,7 +96,7 @@ pub fn port_by_name(name: &str) -> Option<u16> {
     (unsafe { ffi::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut id) } == 0).then_some(id)
 }
 
-fn is_primary() -> bool {
+pub(crate) fn is_primary() -> bool {
     // SAFETY: FFI query.
     unsafe { ffi::rte_eal_process_type() == ffi::RTE_PROC_PRIMARY }
 }
@@ -331,7 +331,13 @@ unsafe extern "C" fn secondary_handler(m: *const ffi::rte_mp_msg, peer: *const c
         unsafe { libc::close(m.fds[0]) };
         r.err().unwrap_or(0)
     } else if p.kind == STARTED {
-        refresh_fast_path(p.port_id)
+        // SAFETY: the primary sent STARTED from inside `dev_start` and
+        // waits for this answer: the port's queue arrays stay put.
+        if unsafe { ffi::fast_path::point_at_queues(p.port_id) } {
+            0
+        } else {
+            -libc::EINVAL
+        }
     } else {
         -libc::EINVAL
     };
@@ -378,31 +384,6 @@ pub fn announce_start(port_id: u16, port_name: &str) {
              a secondary that attached the port before it was configured cannot receive on it"
         );
     }
-}
-
-/// Secondary: points this process's fast-path table entry of `port_id` at
-/// the port's current queue arrays (shared data), as ethdev does when a
-/// secondary attaches. Nothing to do for a port not attached here.
-fn refresh_fast_path(port_id: u16) -> i32 {
-    let i = usize::from(port_id);
-    if i >= ffi::RTE_MAX_ETHPORTS as usize {
-        return -libc::EINVAL;
-    }
-    // SAFETY: `i` is within both per-process arrays (RTE_MAX_ETHPORTS
-    // entries). An attached port's `data` is its shared ethdev data, whose
-    // queue arrays ethdev allocated in the primary's configure; the table
-    // entry is this process's own, and its burst functions are already set.
-    unsafe {
-        let dev = (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(i);
-        if (*dev).state != ffi::RTE_ETH_DEV_ATTACHED || (*dev).data.is_null() {
-            return 0;
-        }
-        let data = (*dev).data;
-        let fp = (&raw mut ffi::rte_eth_fp_ops as *mut ffi::rte_eth_fp_ops).add(i);
-        (*fp).rxq.data = (*data).rx_queues;
-        (*fp).txq.data = (*data).tx_queues;
-    }
-    0
 }
 
 /// Secondary: registration of memory the primary has not seen.

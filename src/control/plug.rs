@@ -200,9 +200,12 @@ pub unsafe fn free_private(eth_dev: *mut ffi::rte_eth_dev) {
 /// Stops and closes every port of a PCI device that the application has not
 /// closed (hot unplug, or EAL cleanup at exit with ports still started), so
 /// queues and the device context are released by the driver, not left to
-/// the process exit.
+/// the process exit. A secondary process only detaches: the ports, started
+/// or not, are the primary's (a stop from here was refused with -ENOTSUP
+/// and logged as a failure at every secondary's exit).
 pub fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
     let parent = &pci_dev.device as *const ffi::rte_device;
+    let primary = crate::control::mp::is_primary();
     loop {
         // SAFETY: looks up ports by their parent device.
         let id = unsafe { ffi::rte_eth_find_next_of(0, parent) };
@@ -215,7 +218,7 @@ pub fn remove_all(pci_dev: &mut ffi::rte_pci_device) -> c_int {
             let dev = (&raw mut ffi::rte_eth_devices as *mut ffi::rte_eth_dev).add(usize::from(id));
             (*(*dev).data).dev_started() != 0
         };
-        if started {
+        if started && primary {
             // SAFETY: stopping a valid port of ours.
             let ret = unsafe { ffi::rte_eth_dev_stop(id) };
             if ret != 0 {

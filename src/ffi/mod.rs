@@ -22,6 +22,7 @@ pub use sys::*;
 
 pub mod compat;
 pub mod consts;
+pub mod fast_path;
 pub mod log;
 pub mod mbuf;
 

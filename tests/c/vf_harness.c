@@ -196,7 +196,9 @@ static void wait_until(_Atomic int *counter, int value, double seconds)
 {
 	uint64_t end = rte_get_timer_cycles() + (uint64_t)(seconds * rte_get_timer_hz());
 
-	while (atomic_load(counter) < value && rte_get_timer_cycles() < end) {
+	/* A port the application closed gets no more events. */
+	while (atomic_load(counter) < value && !atomic_load(&closed) &&
+	       rte_get_timer_cycles() < end) {
 		traffic();
 		rte_delay_us_sleep(100);
 	}
@@ -218,6 +220,25 @@ static void touch(const char *env)
 		fclose(f);
 }
 
+/* Waits for the other process's file (an event, not a span of time); the
+ * deadline only catches a hang. 0 once it exists. */
+static int wait_file(const char *env, double seconds)
+{
+	uint64_t end = rte_get_timer_cycles() + (uint64_t)(seconds * rte_get_timer_hz());
+
+	while (!file_exists(env)) {
+		if (rte_get_timer_cycles() >= end) {
+			fprintf(stderr, "no %s after %.0f s\n", env, seconds);
+			return -1;
+		}
+		rte_delay_us_sleep(10000);
+	}
+	return 0;
+}
+
+/* How long a wait for an event may take before it is a hang. */
+#define HANG_S 120.0
+
 /* The secondary: bursts through the primary's queues until VF_STOP exists;
  * counts what it receives after VF_MARK appears (the last reset is over). */
 static int run_secondary(void)
@@ -236,6 +257,12 @@ static int run_secondary(void)
 	while (!file_exists("VF_STOP")) {
 		if (!marked && file_exists("VF_MARK"))
 			marked = 1;
+		/* Tell the primary what it waits for: traffic before its resets,
+		 * traffic again after the last one. */
+		if (rx > 1000)
+			touch("VF_ATTACHED");
+		if (rx_after > 100)
+			touch("VF_SEEN");
 		if (rte_pktmbuf_alloc_bulk(pool, pkts, 32) == 0) {
 			for (i = 0; i < 32; i++) {
 				char *p = rte_pktmbuf_append(pkts[i], 60);
@@ -312,16 +339,19 @@ int main(int argc, char **argv)
 		primary_quiet = 1;
 		printf("READY\n");
 		fflush(stdout);
-		rte_delay_us_sleep(2000000);
+		touch("VF_READY");
+		if (wait_file("VF_ATTACHED", HANG_S) != 0)
+			return 1;
 		for (r = 1; r <= resets; r++) {
 			if (emu_fault("reset") != 0)
 				return 1;
-			wait_until(&recovered, r, 20);
+			wait_until(&recovered, r, HANG_S);
 		}
 		touch("VF_MARK");
-		rte_delay_us_sleep(2000000);
+		if (wait_file("VF_SEEN", HANG_S) != 0)
+			return 1;
 		touch("VF_STOP");
-		for (t = 0; t < 200 && !file_exists("VF_EXITED"); t++)
+		for (t = 0; t < 2400 && !file_exists("VF_EXITED"); t++)
 			rte_delay_us_sleep(50000);
 		resets = 0;
 	}
@@ -337,13 +367,16 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (strcmp(fault, "reset") == 0 && strcmp(mode, "remove-failed") != 0) {
-			wait_until(&recovered, r, 20);
-			/* netvsc: the alarm switches back to the VF. */
-			for (i = 0; i < 100 && atomic_load(&state) != VF_ACTIVE && !atomic_load(&closed); i++)
+			wait_until(&recovered, r, HANG_S);
+			/* netvsc: the alarm switches back to the VF (no other
+			 * mode switches back). */
+			for (i = 0; strcmp(mode, "netvsc") == 0 && i < 120000 &&
+				    atomic_load(&state) != VF_ACTIVE && !atomic_load(&closed);
+			     i++)
 				rte_delay_us_sleep(1000);
 		} else {
-			wait_until(&failed, 1, 20);
-			wait_until(&removed_events, strcmp(fault, "hot_remove") == 0 ? 1 : 0, 5);
+			wait_until(&failed, 1, HANG_S);
+			wait_until(&removed_events, strcmp(fault, "hot_remove") == 0 ? 1 : 0, HANG_S);
 			rte_delay_us_sleep(200000);
 			break;
 		}

@@ -5,7 +5,7 @@
 //! mana-emu example-config                 print a commented configuration
 //! mana-emu counters [SOCKET-OPTS] [--mac M]
 //! mana-emu inject [SOCKET-OPTS] <fault> [fault options] [--after-ms N | --after-packets N | --at-create N | --at-rq-doorbell N]
-//!     reset --pci P [--down-ms N] [--new-name NAME] | hot-remove --pci P | hot-add --pci P
+//!     reset --pci P [--down-ms N] [--new-name NAME] | reset-end --pci P | hot-remove --pci P | hot-add --pci P
 //!     link-down --mac M | link-up --mac M | tx-pause --mac M | tx-resume --mac M
 //!     cqe-delay --ms N --count N | cqe-corrupt --count N | alloc-fail --count N
 //!     lie --seed N --per-million N [--kinds K,K...] [--count N] [--ms N] | lie-stop
@@ -108,6 +108,9 @@ fn fault(a: &mut Args) -> Result<(Fault, Trigger), String> {
             pci: a.need("--pci")?,
             down_ms: a.take_opt("--down-ms").map(|v| v.parse().unwrap_or(0)),
             new_name: a.take_opt("--new-name"),
+        },
+        "reset-end" => Fault::ResetEnd {
+            pci: a.need("--pci")?,
         },
         "hot-remove" => Fault::HotRemove {
             pci: a.need("--pci")?,

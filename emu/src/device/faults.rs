@@ -5,7 +5,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::{Errno, Res, State, EBUSY, EIO, ENODEV, ENOMEM};
+use super::{Errno, Res, State, EBUSY, EINVAL, EIO, ENODEV, ENOMEM};
 use crate::fd::write_fd;
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
@@ -23,6 +23,13 @@ pub enum Fault {
         down_ms: Option<u64>,
         #[serde(default)]
         new_name: Option<String>,
+    },
+    /// Ends a service reset's down time now: the device comes back as if
+    /// its `down_ms` had run out. A test that must act while a recovery is
+    /// under way resets with a long `down_ms` and ends it with this once
+    /// it has acted, whatever the machine's load.
+    ResetEnd {
+        pci: String,
     },
     /// PCI hot remove: gone for good, sysfs directories deleted.
     HotRemove {
@@ -190,9 +197,10 @@ impl State {
 
     fn validate_fault(&self, f: &Fault) -> Res<()> {
         match f {
-            Fault::Reset { pci, .. } | Fault::HotRemove { pci } | Fault::HotAdd { pci } => {
-                self.adapter_by_pci(pci).map(|_| ())
-            }
+            Fault::Reset { pci, .. }
+            | Fault::ResetEnd { pci }
+            | Fault::HotRemove { pci }
+            | Fault::HotAdd { pci } => self.adapter_by_pci(pci).map(|_| ()),
             Fault::LinkDown { mac }
             | Fault::LinkUp { mac }
             | Fault::TxPause { mac }
@@ -271,6 +279,15 @@ impl State {
                 );
                 ad.next_name = new_name
                     .or_else(|| self.adapter_cfgs[ad.cfg_index].ib_name_after_reset.clone());
+            }
+            Fault::ResetEnd { pci } => {
+                let a = self.adapter_by_pci(&pci)?;
+                let ad = &mut self.adapters[a];
+                // Not in a reset (never reset, back already, or removed).
+                if ad.back_at.is_none() {
+                    return Err(EINVAL);
+                }
+                ad.back_at = Some(Instant::now());
             }
             Fault::HotRemove { pci } => {
                 let a = self.adapter_by_pci(&pci)?;
