@@ -2,18 +2,19 @@
 //! lines, so `mana-emu inject|counters|fault` (or a test) can reach the
 //! device inside a running DPDK process.
 //!
-//! Requests: `{"cmd":"ping"}`, `{"cmd":"counters"}`,
+//! Requests: `{"cmd":"ping"}`, `{"cmd":"counters"}`, `{"cmd":"state"}`,
 //! `{"cmd":"fault","fault":{"fault":"link_down","mac":"..."},"trigger":"now"}`,
 //! `{"cmd":"inject","mac":"...","frames":["<hex>",...]}`.
 //! Replies: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
 
 #![forbid(unsafe_code)]
 
-use crate::device::{Counters, Emulator, Fault, Shared, Trigger};
+use crate::device::{Counters, DeviceState, Emulator, Fault, Shared, Trigger};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -30,6 +31,9 @@ pub enum Request {
         mac: String,
         frames: Vec<String>,
     },
+    /// What the device holds now (live queues' heads and tails, adapters,
+    /// the doorbell ring), for explaining a stall.
+    State,
 }
 
 #[derive(Serialize, Deserialize, Debug, Default)]
@@ -41,6 +45,8 @@ pub struct Reply {
     pub counters: Option<Counters>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<DeviceState>,
 }
 
 pub fn socket_path(run_dir: &Path, pid: u32) -> PathBuf {
@@ -84,6 +90,11 @@ pub(crate) fn handle(sh: &Arc<Shared>, req: Request) -> Reply {
                 st.refresh_mtu(true);
                 st.counters()
             }),
+            ..Default::default()
+        }),
+        Request::State => Ok(Reply {
+            ok: true,
+            state: Some(st.device_state(sh.loops.load(Ordering::Relaxed))),
             ..Default::default()
         }),
         Request::Fault { fault, trigger } => st
