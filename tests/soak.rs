@@ -296,13 +296,14 @@ fn hotplug_cycle(t: &mut Testpmd, h: u64) -> Result<(), String> {
     eprintln!("soak: hot plug cycle {h}");
     let from = t.output().len();
     t.fault(Fault::HotRemove { pci: PCI.into() })?;
-    // (The timeout's own message carries testpmd's whole output; the
-    // evidence printed for the deviation has the part that matters.)
+    // (The wait's message goes on with testpmd's whole output; its first
+    // line says what ended the wait, the evidence has the output's tail.)
     t.wait_for_from(from, "Device is detached", REMOVAL_GRACE + HANG)
-        .map_err(|_| {
+        .map_err(|e| {
             format!(
-                "device not detached within {:?} of the removal",
-                REMOVAL_GRACE + HANG
+                "device not detached after the removal ({:?} deadline): {}",
+                REMOVAL_GRACE + HANG,
+                e.lines().next().unwrap_or("")
             )
         })?;
     let out = t.output()[from..].to_string();
