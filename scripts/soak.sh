@@ -32,9 +32,10 @@ esac
 
 # The preload library is an example target: build it with the test.
 cargo build --release -q -p mana-emu --examples
-log=target/soak-$(date +%Y%m%d-%H%M%S).log
+log=target/soak-$(date +%Y%m%d-%H%M%S)-$$.log
 set +e
 SOAK_RESETS=$resets SOAK_SECONDS=$((minutes * 60)) SOAK_HOTPLUG=$hotplug SOAK_SEED=$seed \
+    SOAK_TESTPMD_LOG=$PWD/${log%.log}-testpmd.log \
     cargo test --release -q --test soak -- --nocapture --test-threads=1 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e

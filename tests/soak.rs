@@ -177,51 +177,198 @@ fn xstat_sum(x: &std::collections::BTreeMap<String, u64>, dir: &str, name: &str)
         .sum()
 }
 
-/// Hot remove under traffic, then hot add: testpmd detaches the ports on
-/// the removal event; `port attach` brings them back, and traffic flows
-/// through both again.
+/// What explains a deviation, printed where it is found: the device's
+/// view (adapters, every live queue's head and tail, the doorbell ring
+/// between the driver's stores and the device thread, the device thread's
+/// passes), testpmd's per-stream forwarding counters and port states, and
+/// the driver's gauges (each queue's gate and ring positions, the burst
+/// functions installed, the reset phase), twice a second apart so what
+/// still moves shows; first, testpmd's output since `from` (at most its
+/// last 120 lines).
+fn explain(t: &mut Testpmd, what: &str, from: usize) {
+    eprintln!(
+        "soak evidence for \"{what}\" ({:.1} s into testpmd):",
+        t.started.elapsed().as_secs_f64()
+    );
+    let out = t.output();
+    let lines: Vec<&str> = out.get(from..).unwrap_or("").lines().collect();
+    eprintln!(
+        "soak evidence: testpmd output since then ({} lines, the last 120):",
+        lines.len()
+    );
+    for l in &lines[lines.len().saturating_sub(120)..] {
+        eprintln!("soak evidence: | {l}");
+    }
+    for round in 0..2 {
+        if round == 1 {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        eprintln!("soak evidence: round {round}");
+        match t.device_state() {
+            Ok(s) => {
+                eprintln!(
+                    "soak evidence: device: loops {}, doorbell ring pending {} dropped {}, scheduled faults {}, adapters {:?}",
+                    s.device_loops, s.doorbell_ring_pending, s.doorbell_ring_drops, s.scheduled_faults, s.adapters
+                );
+                for w in &s.wqs {
+                    eprintln!("soak evidence: device {w:?}");
+                }
+                for c in &s.cqs {
+                    eprintln!("soak evidence: device {c:?}");
+                }
+            }
+            Err(e) => eprintln!("soak evidence: device state: {e}"),
+        }
+        match t.device_counters() {
+            Ok(c) => eprintln!("soak evidence: device ports {:?}", c.ports),
+            Err(e) => eprintln!("soak evidence: device counters: {e}"),
+        }
+        for port in 0..2u16 {
+            let o = t
+                .cmd(&format!("show port xstats {port}"))
+                .unwrap_or_default();
+            // Every counter that is not 0 (drops by reason included), and
+            // the gauges whatever their value.
+            let gauges: Vec<&str> = o
+                .lines()
+                .map(str::trim)
+                .filter(|l| match l.split_once(": ") {
+                    Some((k, v)) if !k.contains(' ') => {
+                        v != "0"
+                            || k.ends_with("_open")
+                            || k.ends_with("running")
+                            || k.ends_with("started")
+                    }
+                    _ => l.contains("not valid") || l.contains("Invalid"),
+                })
+                .collect();
+            eprintln!("soak evidence: port {port} driver: {}", gauges.join(", "));
+        }
+    }
+    for c in [
+        "show fwd stats all",
+        "show port summary all",
+        "show port info all",
+    ] {
+        let o = t.cmd(c).unwrap_or_else(|e| e);
+        eprintln!("soak evidence: {c}:\n{}", o.trim_end());
+    }
+}
+
+/// A deadline that only catches hangs: every wait below waits for an
+/// event (a count reached, a line printed), however slow a busy machine
+/// makes it.
+const HANG: Duration = Duration::from_secs(120);
+/// How long the driver waits for a vanished PCI function to come back
+/// before it reports the removal (`NET_MANA_REMOVAL_GRACE_MS`, 15 s by
+/// default): a hot remove is reported that much later.
+const REMOVAL_GRACE: Duration = Duration::from_secs(15);
+
+/// Waits until every port's device-side TX count has grown by `n` frames
+/// since `before`; at the deadline, says how far each got.
+fn wait_traffic(t: &Testpmd, before: &Counters, n: u64) -> Result<(), String> {
+    let grown = |c: &Counters, m: &str| {
+        let was = before.port(m).map_or(0, |p| p.tx_packets);
+        c.port(m).map_or(0, |p| p.tx_packets.saturating_sub(was))
+    };
+    let t0 = Instant::now();
+    t.wait_device(HANG, |c| [MAC_A, MAC_B].iter().all(|m| grown(c, m) >= n))
+        .map(|_| eprintln!("soak: {n} frames out of each port in {:?}", t0.elapsed()))
+        .map_err(|e| match t.device_counters() {
+            Ok(c) => format!(
+                "after {HANG:?}, TX grew by {} on {MAC_A} and {} on {MAC_B} (waiting for {n} each)",
+                grown(&c, MAC_A),
+                grown(&c, MAC_B)
+            ),
+            Err(_) => e,
+        })
+}
+
+/// Hot remove with the ports stopped, then hot add: the driver reports
+/// the removal once the function has stayed away for the removal grace;
+/// testpmd's removal callback (an alarm 100 ms after a port's removal
+/// event) stops and closes that port and detaches the device, which closes
+/// the other port too; `port attach` brings both back, and traffic flows
+/// through both again. Ends with forwarding and the ports stopped, also
+/// when a step fails (the caller's cleanup), so one failed cycle does not
+/// change what the next one starts from.
 fn hotplug_cycle(t: &mut Testpmd, h: u64) -> Result<(), String> {
     eprintln!("soak: hot plug cycle {h}");
     let from = t.output().len();
-    cmd(t, "start");
     t.fault(Fault::HotRemove { pci: PCI.into() })?;
-    // testpmd's removal callback stops, closes and detaches both ports.
-    for port in 0..2 {
-        t.wait_for_from(
-            from,
-            &format!("Port {port} is closed"),
-            Duration::from_secs(30),
-        )
-        .map_err(|e| format!("port {port} not closed after the removal: {e}"))?;
-    }
-    t.wait_for_from(from, "is detached", Duration::from_secs(30))?;
-    let out = &t.output()[from..];
-    for port in 0..2 {
-        if !out.contains(&format!("Port {port}: device removal event")) {
-            return Err(format!("no removal event for port {port}"));
+    // (The wait's message goes on with testpmd's whole output; its first
+    // line says what ended the wait, the evidence has the output's tail.)
+    t.wait_for_from(from, "Device is detached", REMOVAL_GRACE + HANG)
+        .map_err(|e| {
+            format!(
+                "device not detached after the removal ({:?} deadline): {}",
+                REMOVAL_GRACE + HANG,
+                e.lines().next().unwrap_or("")
+            )
+        })?;
+    let out = t.output()[from..].to_string();
+    for port in 0..2u16 {
+        if !out.contains(&format!("Port {port} is closed")) {
+            return Err(format!("port {port} not closed after the removal"));
         }
+    }
+    // Each port either reported the removal or was closed, by the detach
+    // its sibling's removal event started, while its own recovery still
+    // waited out the grace (then no event is due: the application closed
+    // it). The first removal event is what starts the detach.
+    let reported: Vec<bool> = (0..2u16)
+        .map(|p| out.contains(&format!("Port {p}: device removal event")))
+        .collect();
+    if !reported.contains(&true) {
+        return Err("no removal event for either port".into());
+    }
+    for port in 0..2u16 {
+        let cancelled = drv_line(
+            &format!("{PCI}_port{}", port + 1),
+            "recovery cancelled by close",
+        );
+        if !reported[usize::from(port)] && !out.contains(&cancelled) {
+            return Err(format!(
+                "no removal event for port {port}, and its recovery was not cancelled by its close"
+            ));
+        }
+    }
+    // testpmd handles each removal event in an alarm 100 ms after it: the
+    // first detached the device; each later one must have found its port
+    // gone ("Invalid port_id=N") before the ports are attached again, or it
+    // closes and detaches the new port that took the same id (seen in a
+    // run beside stress-ng: the port attach's prompt interleaved with a
+    // second "Device is detached").
+    let events = reported.iter().filter(|&&r| r).count();
+    let t0 = Instant::now();
+    loop {
+        let gone = t.output()[from..].matches("Invalid port_id=").count();
+        if gone + 1 >= events {
+            break;
+        }
+        if t0.elapsed() > HANG {
+            return Err(format!(
+                "{events} removal events but after {HANG:?} {gone} of testpmd's later removal callbacks had found their port gone"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
     t.fault(Fault::HotAdd { pci: PCI.into() })?;
     let o = cmd(t, &format!("port attach {PCI},mac={MAC_A},mac={MAC_B}"));
     if !o.contains("Now total ports is 2") {
         return Err(format!("port attach: {o}"));
     }
-    cmd(t, "stop");
     cmd(t, "port start all");
     cmd(t, "start");
     let before = t.device_counters()?;
-    t.wait_device(Duration::from_secs(20), |c| {
-        [MAC_A, MAC_B]
-            .iter()
-            .all(|m| c.port(m).unwrap().tx_packets > before.port(m).unwrap().tx_packets + 1000)
-    })
-    .map_err(|_| {
-        let c = t.device_counters().map(|c| format!("{:?}", c.ports));
-        format!("no traffic after the hot add: ports {c:?}")
-    })?;
+    wait_traffic(t, &before, 1000).map_err(|e| format!("no traffic after the hot add: {e}"))?;
+    Ok(())
+}
+
+/// Stops forwarding and the ports (whatever state a cycle left them in).
+fn stop_all(t: &mut Testpmd) {
     cmd(t, "stop");
     cmd(t, "port stop all");
-    Ok(())
 }
 
 #[test]
@@ -266,6 +413,7 @@ fn soak() {
 
     let mut recovered = 0u64;
     let mut deviations = Vec::new();
+    let mut last_reset_at = 0;
     let t0 = Instant::now();
     for i in 1..=resets {
         if seconds > 0 && t0.elapsed() >= Duration::from_secs(seconds) {
@@ -273,14 +421,15 @@ fn soak() {
         }
         injected = i;
         std::thread::sleep(Duration::from_millis(rng.range(10, 300)));
+        let reset_at = t.output().len();
+        last_reset_at = reset_at;
         t.fault(Fault::Reset {
             pci: PCI.into(),
             down_ms: Some(rng.range(10, 200)),
             new_name: None,
         })
         .unwrap();
-        // Only catches a hang (a loaded machine recovers in seconds).
-        let deadline = Instant::now() + Duration::from_secs(120);
+        let deadline = Instant::now() + HANG;
         loop {
             let out = t.output();
             let done = (0..2).all(|p| count(&out, p, "error recovery successful") >= i as usize);
@@ -289,7 +438,9 @@ fn soak() {
                 break;
             }
             if Instant::now() > deadline {
-                deviations.push(format!("reset {i}: not recovered within 120 s"));
+                let e = format!("reset {i}: not recovered within {HANG:?}");
+                explain(&mut t, &e, reset_at);
+                deviations.push(e);
                 break;
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -307,8 +458,18 @@ fn soak() {
             maps_start = rss_by_mapping(t.pid());
         }
         if i % 50 == 0 {
+            // The wire's TX count per port: forwarding that stopped shows
+            // here as a count that no longer moves.
+            let tx = t.device_counters().map_or_else(
+                |e| e,
+                |c| {
+                    [MAC_A, MAC_B]
+                        .map(|m| c.port(m).map_or(0, |p| p.tx_packets).to_string())
+                        .join(" / ")
+                },
+            );
             eprintln!(
-                "soak: {i} resets, {:.0} s, rss {} KiB",
+                "soak: {i} resets, {:.0} s, rss {} KiB, wire tx {tx}",
                 t0.elapsed().as_secs_f64(),
                 rss_kib(t.pid())
             );
@@ -316,14 +477,10 @@ fn soak() {
     }
     // Traffic flows again after the last reset.
     let before = t.device_counters().unwrap();
-    if t.wait_device(Duration::from_secs(10), |c| {
-        [MAC_A, MAC_B]
-            .iter()
-            .all(|m| c.port(m).unwrap().tx_packets > before.port(m).unwrap().tx_packets + 1000)
-    })
-    .is_err()
-    {
-        deviations.push("no traffic after the last reset".into());
+    if let Err(e) = wait_traffic(&t, &before, 1000) {
+        let e = format!("no traffic after the last reset: {e}");
+        explain(&mut t, &e, last_reset_at);
+        deviations.push(e);
     }
     // The quiescent point: the device stops taking sends (XOFF), forwarding
     // goes on until everything delivered has been polled, then the ports
@@ -369,9 +526,13 @@ fn soak() {
     let hotplugs = env_u64("SOAK_HOTPLUG", 2);
     let (mut rss_first, mut maps_first) = (rss_resets, maps_resets.clone());
     for h in 1..=hotplugs {
+        let cycle_at = t.output().len();
         if let Err(e) = hotplug_cycle(&mut t, h) {
-            deviations.push(format!("hot plug cycle {h}: {e}"));
+            let e = format!("hot plug cycle {h}: {e}");
+            explain(&mut t, &e, cycle_at);
+            deviations.push(e);
         }
+        stop_all(&mut t);
         if h == 1 {
             rss_first = rss_kib(t.pid());
             maps_first = rss_by_mapping(t.pid());
@@ -389,6 +550,14 @@ fn soak() {
         by_kind(&maps_end)
     );
     let out = t.quit().unwrap();
+    // testpmd's whole output (the driver's log included), beside the
+    // soak's own log (scripts/soak.sh names it).
+    if let Some(p) = std::env::var_os("SOAK_TESTPMD_LOG") {
+        match std::fs::write(&p, &out) {
+            Ok(()) => eprintln!("soak: testpmd output in {}", p.to_string_lossy()),
+            Err(e) => eprintln!("soak: writing {}: {e}", p.to_string_lossy()),
+        }
+    }
     let reset_phase = &out[..reset_phase_len.min(out.len())];
     for port in 0..2u16 {
         let seq = events(reset_phase, port);

@@ -2,18 +2,19 @@
 //! lines, so `mana-emu inject|counters|fault` (or a test) can reach the
 //! device inside a running DPDK process.
 //!
-//! Requests: `{"cmd":"ping"}`, `{"cmd":"counters"}`,
+//! Requests: `{"cmd":"ping"}`, `{"cmd":"counters"}`, `{"cmd":"state"}`,
 //! `{"cmd":"fault","fault":{"fault":"link_down","mac":"..."},"trigger":"now"}`,
 //! `{"cmd":"inject","mac":"...","frames":["<hex>",...]}`.
 //! Replies: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
 
 #![forbid(unsafe_code)]
 
-use crate::device::{Counters, Emulator, Fault, Shared, Trigger};
+use crate::device::{Counters, DeviceState, Emulator, Fault, Shared, Trigger};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -30,6 +31,9 @@ pub enum Request {
         mac: String,
         frames: Vec<String>,
     },
+    /// What the device holds now (live queues' heads and tails, adapters,
+    /// the doorbell ring), for explaining a stall.
+    State,
 }
 
 #[derive(Serialize, Deserialize, Debug, Default)]
@@ -41,6 +45,8 @@ pub struct Reply {
     pub counters: Option<Counters>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<DeviceState>,
 }
 
 pub fn socket_path(run_dir: &Path, pid: u32) -> PathBuf {
@@ -84,6 +90,11 @@ pub(crate) fn handle(sh: &Arc<Shared>, req: Request) -> Reply {
                 st.refresh_mtu(true);
                 st.counters()
             }),
+            ..Default::default()
+        }),
+        Request::State => Ok(Reply {
+            ok: true,
+            state: Some(st.device_state(sh.loops.load(Ordering::Relaxed))),
             ..Default::default()
         }),
         Request::Fault { fault, trigger } => st
@@ -459,5 +470,58 @@ mod tests {
         assert!(lines[0].contains("\"ok\":true"), "{lines:?}");
         assert!(lines[1].contains("bad request"), "{lines:?}");
         assert!(lines[2].contains("\"ok\":true"), "{lines:?}");
+    }
+
+    /// `state` shows a live queue's head and tail as the device has them
+    /// (what the soak prints at a deviation), and a reset's effect: the
+    /// adapter away with the time it has left, the queue's context dead.
+    #[test]
+    fn the_state_request_shows_heads_tails_and_a_reset() {
+        let dev = TestDevice::new("ctl-state", crate::Config::default_single());
+        // Answered as the control thread answers it (not through a socket:
+        // a second control thread would upset the test above, which counts
+        // them).
+        let ask = || handle(&dev.emu.sh, Request::State);
+        let ctx = dev.open();
+        let mut tx = ctx.tx_queue(1, 64).unwrap();
+        tx.post(&[0u8; 60]);
+        tx.ring();
+        assert_eq!(tx.cq.wait(1).len(), 1);
+        let state = |what: &str| {
+            let st = ask().state.unwrap();
+            let sq = st
+                .wqs
+                .iter()
+                .find(|w| w.kind == "sq" && w.id == tx.sq_id)
+                .unwrap_or_else(|| panic!("no sq {} {what}: {st:?}", tx.sq_id))
+                .clone();
+            (st, sq)
+        };
+        let (st, sq) = state("after a send");
+        let tail = tx.head_bu * 32;
+        assert!(tail > 0);
+        assert_eq!(
+            (sq.head, sq.tail, sq.doorbells, sq.packets),
+            (tail, tail, 1, 1),
+            "{sq:?}"
+        );
+        assert!(sq.active && !sq.ctx_dead, "{sq:?}");
+        assert_eq!(st.adapters.len(), 1);
+        assert!(st.adapters[0].present && st.adapters[0].back_in_ms.is_none());
+        assert_eq!(st.adapters[0].live_contexts, 1);
+        assert_eq!(st.doorbell_ring_pending, 0);
+        assert!(st.device_loops > 0);
+        dev.fault(Fault::Reset {
+            pci: st.adapters[0].pci.clone(),
+            down_ms: Some(60_000),
+            new_name: None,
+        })
+        .unwrap();
+        let (st, sq) = state("after a reset");
+        assert!(!sq.active && sq.ctx_dead, "{sq:?}");
+        let a = &st.adapters[0];
+        assert!(!a.present && !a.removed, "{a:?}");
+        assert!(a.back_in_ms.is_some_and(|ms| ms > 50_000), "{a:?}");
+        assert_eq!((a.live_contexts, a.dead_contexts), (0, 1), "{a:?}");
     }
 }

@@ -109,6 +109,13 @@ impl DbRing {
         }
     }
 
+    /// Records pushed and not yet popped (a snapshot: both ends move).
+    pub fn pending(&self) -> u64 {
+        let enq = self.enq.load(Ordering::Relaxed);
+        let deq = self.deq.load(Ordering::Relaxed);
+        enq.wrapping_sub(deq) as u64
+    }
+
     /// Pops one record (single consumer: the device thread).
     pub fn pop(&self) -> Option<DbWrite> {
         let pos = self.deq.load(Ordering::Relaxed);

@@ -787,6 +787,13 @@ impl Testpmd {
             .ok_or_else(|| "no counters".into())
     }
 
+    /// What the device holds now (see `DeviceState`).
+    pub fn device_state(&self) -> Result<crate::device::DeviceState, String> {
+        self.request(&Request::State)?
+            .state
+            .ok_or_else(|| "no state".into())
+    }
+
     pub fn fault(&self, fault: Fault) -> Result<(), String> {
         self.fault_at(fault, Trigger::Now)
     }

@@ -27,6 +27,21 @@ impl ControlToken {
     }
 }
 
+/// Where a queue's rings stand, read between two bursts (for explaining a
+/// stall): positions in bytes, as the doorbells announce them, so they
+/// compare with what the device reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingView {
+    /// What the driver has posted (the last doorbell's tail).
+    pub wq_producer: u32,
+    /// What the driver has seen completed.
+    pub wq_consumer: u32,
+    /// Completions taken from the CQ so far (its consumer index).
+    pub cq_head: u32,
+    /// Buffers posted (rx) or sends in flight (tx).
+    pub held: u32,
+}
+
 /// A receive or transmit queue, as control code handles it.
 pub trait DataQueue {
     const KIND: &'static str;

@@ -11,7 +11,7 @@
 use super::gate::{Gate, Pass};
 use super::mbuf_ring::MbufRing;
 use super::mr_cache;
-use super::queue::{alloc_queue_mem, free_queue_mem, ControlToken, DataQueue};
+use super::queue::{alloc_queue_mem, free_queue_mem, ControlToken, DataQueue, RingView};
 use super::rx_flags;
 use super::stats::Counter;
 use crate::ffi::consts;
@@ -190,6 +190,19 @@ impl RxQueue {
         // the gate closed, which a live pass prevents); borrowing the pass
         // mutably for as long as the state keeps a second reference out.
         unsafe { &mut *self.state.get() }
+    }
+
+    /// The rings' positions, taken inside the gate like a burst (so they
+    /// are consistent), or `None` while the gate is closed or a burst runs.
+    pub fn view(&self) -> Option<RingView> {
+        let mut pass = self.gate.enter()?;
+        let st = self.burst_state(&mut pass);
+        Some(RingView {
+            wq_producer: st.rq.doorbell_tail(),
+            wq_consumer: st.rq.tail.wrapping_mul(gdma::WQE_BU_SIZE as u32),
+            cq_head: st.cq.head,
+            held: st.posted.len(),
+        })
     }
 
     /// The burst state for control code: only with the gate closed (no

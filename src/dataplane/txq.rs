@@ -14,7 +14,7 @@
 use super::gate::{Gate, Pass};
 use super::mbuf_ring::MbufRing;
 use super::mr_cache::{self, Bounds};
-use super::queue::{alloc_queue_mem, free_queue_mem, ControlToken, DataQueue};
+use super::queue::{alloc_queue_mem, free_queue_mem, ControlToken, DataQueue, RingView};
 use super::stats::Counter;
 use super::tx_prepare::Tso;
 use crate::ffi::{self, consts, mbuf, rte_mbuf};
@@ -226,6 +226,19 @@ impl TxQueue {
             let st = self.burst_state(&mut pass);
             self.burst(st).reap();
         }
+    }
+
+    /// The rings' positions, taken inside the gate like a burst, or `None`
+    /// while the gate is closed or a burst runs.
+    pub fn view(&self) -> Option<RingView> {
+        let mut pass = self.gate.enter()?;
+        let st = self.burst_state(&mut pass);
+        Some(RingView {
+            wq_producer: st.sq.doorbell_tail(),
+            wq_consumer: st.sq.tail.wrapping_mul(gdma::WQE_BU_SIZE as u32),
+            cq_head: st.cq.head,
+            held: st.inflight.len(),
+        })
     }
 
     /// Attaches the rings of freshly created verbs objects.

@@ -4,6 +4,7 @@
 
 use super::data;
 use crate::control::state::queue_sets::EthQueues;
+use crate::dataplane::queue::DataQueue;
 use crate::dataplane::rxq::RxQueue;
 use crate::dataplane::stats::Counter;
 use crate::dataplane::txq::TxQueue;
@@ -144,7 +145,55 @@ fn collect(dev: *mut rte_eth_dev) -> Vec<(String, u64)> {
         p.unknown_events.load(std::sync::atomic::Ordering::Relaxed)
     });
     out.push(("unknown_device_events".into(), unknown));
+    state(dev, &q, &mut out);
     out
+}
+
+/// Gauges of the port's state, after the counters: what explains traffic
+/// that stopped (a gate left closed, the stopped burst functions left
+/// installed, a ring whose positions no longer move). A queue's
+/// positions are read inside its gate, between bursts; while the gate is
+/// closed (or a burst holds it) they read `u64::MAX`.
+fn state(dev: *mut rte_eth_dev, q: &EthQueues<'_>, out: &mut Vec<(String, u64)>) {
+    use crate::dataplane::queue::RingView;
+    let d = data(dev);
+    fn push(out: &mut Vec<(String, u64)>, dir: &str, i: usize, open: bool, v: Option<RingView>) {
+        let pos = |f: fn(&RingView) -> u32| v.as_ref().map_or(u64::MAX, |v| u64::from(f(v)));
+        out.push((format!("{dir}_q{i}_gate_open"), u64::from(open)));
+        out.push((format!("{dir}_q{i}_wq_producer"), pos(|v| v.wq_producer)));
+        out.push((format!("{dir}_q{i}_wq_consumer"), pos(|v| v.wq_consumer)));
+        out.push((format!("{dir}_q{i}_cq_head"), pos(|v| v.cq_head)));
+        out.push((format!("{dir}_q{i}_held"), pos(|v| v.held)));
+    }
+    for i in 0..usize::from(d.nb_rx_queues) {
+        let r = q.get::<RxQueue>(i);
+        let open = r.is_some_and(|r| !r.gate().is_closed());
+        push(out, "rx", i, open, r.and_then(RxQueue::view));
+    }
+    for i in 0..usize::from(d.nb_tx_queues) {
+        let t = q.get::<TxQueue>(i);
+        let open = t.is_some_and(|t| !t.gate().is_closed());
+        push(out, "tx", i, open, t.and_then(TxQueue::view));
+    }
+    // SAFETY: a live ethdev of ours inside one of its ops.
+    let (rx, tx) = unsafe { ((*dev).rx_pkt_burst, (*dev).tx_pkt_burst) };
+    let running = rx.map(|f| f as *const () as usize)
+        == Some(crate::dataplane::rxq::rx_burst as *const () as usize)
+        && tx.map(|f| f as *const () as usize)
+            == Some(crate::dataplane::txq::tx_burst as *const () as usize);
+    out.push(("bursts_running".into(), u64::from(running)));
+    out.push(("dev_started".into(), u64::from(d.dev_started())));
+    // Active 0, Recovering 1, Failed 2, Closed 3; u64::MAX in a secondary.
+    let phase = crate::control::port::Port::lookup(d.port_id).map_or(u64::MAX, |p| {
+        use crate::control::handoff::Phase;
+        match p.reset.phase() {
+            Phase::Active => 0,
+            Phase::Recovering => 1,
+            Phase::Failed => 2,
+            Phase::Closed => 3,
+        }
+    });
+    out.push(("reset_phase".into(), phase));
 }
 
 pub unsafe extern "C" fn xstats_get(

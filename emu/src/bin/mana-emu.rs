@@ -4,6 +4,7 @@
 //! mana-emu sysfs <config.toml>            create the fake PCI + IB sysfs trees
 //! mana-emu example-config                 print a commented configuration
 //! mana-emu counters [SOCKET-OPTS] [--mac M]
+//! mana-emu state [SOCKET-OPTS]
 //! mana-emu inject [SOCKET-OPTS] <fault> [fault options] [--after-ms N | --after-packets N | --at-create N | --at-rq-doorbell N]
 //!     reset --pci P [--down-ms N] [--new-name NAME] | reset-end --pci P | hot-remove --pci P | hot-add --pci P
 //!     link-down --mac M | link-up --mac M | tx-pause --mac M | tx-resume --mac M
@@ -241,6 +242,16 @@ fn run() -> Result<(), String> {
             }
             .map_err(|e| e.to_string())?;
             println!("{out}");
+            Ok(())
+        }
+        "state" => {
+            let s = socket(&mut a)?;
+            let rep = control::request(&s, &Request::State)?;
+            let st = rep.state.ok_or("no state in reply")?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&st).map_err(|e| e.to_string())?
+            );
             Ok(())
         }
         "inject" => {

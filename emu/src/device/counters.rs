@@ -167,3 +167,134 @@ impl State {
         }
     }
 }
+
+/// A live work queue as the device sees it: where it has consumed to
+/// (`head`, its byte offset) and what the last accepted doorbell announced
+/// (`tail`). A queue whose tail is ahead of its head has work the device
+/// has not taken; an RQ whose head equals its tail has no buffer to
+/// deliver into.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WqState {
+    pub kind: String,
+    pub id: u32,
+    pub port: String,
+    pub ctx: u32,
+    pub ctx_dead: bool,
+    pub active: bool,
+    pub ring_bytes: u32,
+    pub head: u32,
+    pub tail: u32,
+    pub doorbells: u64,
+    pub packets: u64,
+}
+
+/// A live completion queue: how many CQEs the device wrote, whether it is
+/// armed, and completions held back by a `CqeDelay` fault.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CqState {
+    pub id: u32,
+    pub ctx: u32,
+    pub written: u64,
+    pub entries: u32,
+    pub armed: bool,
+    pub delayed: u32,
+}
+
+/// An adapter's presence: a reset keeps it away until `back_in_ms`; a hot
+/// remove until a hot add.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AdapterState {
+    pub pci: String,
+    pub present: bool,
+    pub removed: bool,
+    pub generation: u64,
+    pub back_in_ms: Option<u64>,
+    pub live_contexts: u32,
+    pub dead_contexts: u32,
+}
+
+/// What the device holds now, for explaining a stall: its adapters, live
+/// queues with heads and tails, and the doorbell ring between the driver's
+/// trapped stores and the device thread.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeviceState {
+    pub adapters: Vec<AdapterState>,
+    pub wqs: Vec<WqState>,
+    pub cqs: Vec<CqState>,
+    /// Trapped doorbell stores waiting for the device thread.
+    pub doorbell_ring_pending: u64,
+    pub doorbell_ring_drops: u64,
+    /// Device thread passes so far (a stalled device thread stops it).
+    pub device_loops: u64,
+    pub scheduled_faults: u32,
+}
+
+impl State {
+    pub fn device_state(&self, device_loops: u64) -> DeviceState {
+        let now = std::time::Instant::now();
+        let port_mac = |p: Option<usize>| {
+            p.map(|p| crate::config::format_mac(&self.ports[p].mac))
+                .unwrap_or_default()
+        };
+        let ctx_dead = |c: u32| self.ctxs.get(&c).is_none_or(|c| c.dead);
+        DeviceState {
+            adapters: self
+                .adapters
+                .iter()
+                .enumerate()
+                .map(|(i, a)| AdapterState {
+                    pci: a.pci.clone(),
+                    present: a.present,
+                    removed: a.removed,
+                    generation: a.generation,
+                    back_in_ms: a
+                        .back_at
+                        .map(|t| t.saturating_duration_since(now).as_millis() as u64),
+                    live_contexts: self
+                        .ctxs
+                        .values()
+                        .filter(|c| c.adapter == i && !c.dead)
+                        .count() as u32,
+                    dead_contexts: self
+                        .ctxs
+                        .values()
+                        .filter(|c| c.adapter == i && c.dead)
+                        .count() as u32,
+                })
+                .collect(),
+            wqs: self
+                .wqs
+                .values()
+                .map(|w| WqState {
+                    kind: if w.kind == WqKind::Sq { "sq" } else { "rq" }.into(),
+                    id: w.hw_id.unwrap_or(0),
+                    port: port_mac(w.port),
+                    ctx: w.ctx,
+                    ctx_dead: ctx_dead(w.ctx),
+                    active: w.active,
+                    ring_bytes: w.buf.len() as u32,
+                    head: w.dev_off,
+                    tail: w.db_tail,
+                    doorbells: w.counters.doorbells,
+                    packets: w.counters.packets,
+                })
+                .collect(),
+            cqs: self
+                .cqs
+                .values()
+                .map(|c| CqState {
+                    id: c.hw_id.unwrap_or(0),
+                    ctx: c.ctx,
+                    written: c.prod,
+                    entries: c.count,
+                    armed: c.armed,
+                    delayed: c.delayed.len() as u32,
+                })
+                .collect(),
+            doorbell_ring_pending: self.ring.pending(),
+            doorbell_ring_drops: self.ring.dropped.load(Ordering::Relaxed),
+            device_loops,
+            scheduled_faults: self.faults.len() as u32,
+        }
+    }
+}

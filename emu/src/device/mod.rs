@@ -50,7 +50,8 @@ mod tx;
 
 pub use context::{Ctx, CtxInfo};
 pub use counters::{
-    Counters, DeviceCounters, PortCounters, PortReport, QueueCounters, QueueReport,
+    AdapterState, Counters, CqState, DeviceCounters, DeviceState, PortCounters, PortReport,
+    QueueCounters, QueueReport, WqState,
 };
 pub use faults::{Fault, Trigger};
 pub use hw::{hw_ctx, is_hw_ctx, VportRx};
