@@ -12,23 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 mod common;
-use common::{config, port, A, B};
-
-fn ip(args: &[&str]) -> Result<String, String> {
-    let o = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if o.status.success() {
-        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&o.stderr)
-        ))
-    }
-}
+use common::{config, ip, port, A, B};
 
 /// Two namespaces with a veth each; removed on drop.
 struct Net {

@@ -15,23 +15,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
 
 mod common;
-use common::{config, mac, port, rx_queue, A, B};
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let o = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if o.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&o.stderr)
-        ))
-    }
-}
+use common::{config, ip, mac, port, rx_queue, A, B};
 
 /// A namespace holding one end of a veth (`inner`); the other end (`host`)
 /// stays in the root namespace for the emulator. Removed on drop.

@@ -133,3 +133,21 @@ impl Drop for SecondaryMapping {
         unsafe { libc::munmap(self.0 as *mut libc::c_void, 4096) };
     }
 }
+
+/// Runs `ip ARGS` (iproute2); its standard output, or what it said on
+/// failure.
+pub fn ip(args: &[&str]) -> Result<String, String> {
+    let o = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr)
+        ))
+    }
+}
