@@ -64,8 +64,18 @@ pub(super) fn seed_eal() -> String {
 /// (512 MiB): EAL runs on `--no-huge -m 128`; the mempool driver and the
 /// PMD are loaded with `-d` (neither is in DPDK's plugin directory).
 pub(super) fn testpmd_cmd(pmd: Pmd, eal: &str, args: &str) -> String {
+    dpdk_cmd("dpdk-testpmd", pmd, NO_HUGE, eal, args)
+}
+
+/// EAL's memory and cores in the guest unless a scenario reserves
+/// hugepages.
+pub(super) const NO_HUGE: &str = "--no-huge -m 128 -l 0-1";
+
+/// The DPDK program `prog` (in /usr/local/bin) with `pmd`, EAL memory and
+/// core arguments `mem`, on the port `eal` names.
+pub(super) fn dpdk_cmd(prog: &str, pmd: Pmd, mem: &str, eal: &str, args: &str) -> String {
     format!(
-        "{}/usr/local/bin/dpdk-testpmd --no-huge -m 128 -l 0-1 \
+        "{}/usr/local/bin/{prog} {mem} \
          -d /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23 \
          -d {} {eal} -- {args}",
         pmd.env(),
@@ -150,13 +160,13 @@ impl Tier {
 }
 
 /// What the peer and the device counted for one round of frames.
-#[derive(Clone)]
-struct Round {
+#[derive(Clone, Debug)]
+pub(super) struct Round {
     /// Peer TX, device RX, device TX, peer RX: (frames, bytes) each.
-    peer_tx: (u64, u64),
-    dev_rx: (u64, u64),
-    dev_tx: (u64, u64),
-    peer_rx: (u64, u64),
+    pub peer_tx: (u64, u64),
+    pub dev_rx: (u64, u64),
+    pub dev_tx: (u64, u64),
+    pub peer_rx: (u64, u64),
 }
 
 impl Round {
@@ -174,7 +184,7 @@ impl Round {
 
 /// One "NIC statistics for port 0" block of testpmd's output:
 /// (RX frames, RX bytes, TX frames, TX bytes).
-fn port_stats(block: &str) -> Result<(u64, u64, u64, u64), String> {
+pub(super) fn port_stats(block: &str) -> Result<(u64, u64, u64, u64), String> {
     let stat = |k: &str| -> Result<u64, String> {
         block
             .split_whitespace()
@@ -193,7 +203,7 @@ fn port_stats(block: &str) -> Result<(u64, u64, u64, u64), String> {
 
 /// Every hop counted the same frames and bytes: peer TX = device RX =
 /// testpmd RX = testpmd TX = device TX = peer RX.
-fn check_hops(r: &Round, tpmd: (u64, u64, u64, u64)) -> Result<(), String> {
+pub(super) fn check_hops(r: &Round, tpmd: (u64, u64, u64, u64)) -> Result<(), String> {
     check_hops_held(r, tpmd, (0, 0))
 }
 
@@ -235,7 +245,12 @@ impl Tier {
     /// FIFO /tmp/tpin) and waits until its output contains `until`. The
     /// prompt is written at once; testpmd's printf output reaches the file
     /// (no tty, no stdbuf in the guest) only when it exits.
-    fn testpmd_do(&mut self, cmd: &str, until: &str, timeout: Duration) -> Result<String, String> {
+    pub(super) fn testpmd_do(
+        &mut self,
+        cmd: &str,
+        until: &str,
+        timeout: Duration,
+    ) -> Result<String, String> {
         let from = self
             .sh30("wc -c < /tmp/tpout")?
             .trim()
@@ -281,6 +296,18 @@ impl Tier {
         eal: &str,
         extra: &str,
     ) -> Result<(), String> {
+        self.testpmd_launch_mem(pmd, queues, NO_HUGE, eal, extra)
+    }
+
+    /// [`Tier::testpmd_launch_args`] with EAL memory arguments `mem`.
+    pub(super) fn testpmd_launch_mem(
+        &mut self,
+        pmd: Pmd,
+        queues: usize,
+        mem: &str,
+        eal: &str,
+        extra: &str,
+    ) -> Result<(), String> {
         if self.sh30(&format!("test -e {}", pmd.plugin())).is_err() {
             return Err(format!(
                 "{} is not in the guest ({}): scripts/guest.sh builds it (tests/upstream/build-c-driver.sh for the C driver) and names it in MANA_GUEST_PMD / MANA_GUEST_C_PMD",
@@ -296,8 +323,10 @@ impl Tier {
         self.sh30(&format!(
             "rm -f /tmp/tpin /tmp/tpout; mkfifo /tmp/tpin; \
              {} < /tmp/tpin > /tmp/tpout 2>&1 & sleep 900 > /tmp/tpin & echo $! > /tmp/tpsleep",
-            testpmd_cmd(
+            dpdk_cmd(
+                "dpdk-testpmd",
                 pmd,
+                mem,
                 eal,
                 &format!(
                     "-i --forward-mode=macswap --rxq={queues} --txq={queues} --total-num-mbufs=4096 {extra}"
@@ -319,7 +348,7 @@ impl Tier {
     /// The peer sends `n` UDP frames (61 flows, 60-260 bytes) to the port
     /// and waits for them to come back; the peer's and the device's counts
     /// once they settle. `seed` varies the payloads between rounds.
-    fn peer_round(&mut self, n: u64, seed: u8) -> Result<Round, String> {
+    pub(super) fn peer_round(&mut self, n: u64, seed: u8) -> Result<Round, String> {
         self.peer_round_sized(n, seed, &|i| 18 + (i as usize % 200))
     }
 
@@ -388,7 +417,7 @@ impl Tier {
     }
 
     /// `quit`; testpmd's whole output (written only at exit).
-    fn testpmd_quit(&mut self) -> Result<String, String> {
+    pub(super) fn testpmd_quit(&mut self) -> Result<String, String> {
         self.testpmd_do("quit", "Bye", Duration::from_secs(60))?;
         // The FIFO's writer, by its pid.
         self.sh30("kill $(cat /tmp/tpsleep)")?;
@@ -396,7 +425,7 @@ impl Tier {
     }
 
     /// Nothing testpmd made through mana_ib outlives it on the device.
-    fn testpmd_left_nothing(&self) -> Result<(), String> {
+    pub(super) fn testpmd_left_nothing(&self) -> Result<(), String> {
         let d = lock(&self.func.dev);
         if !d.wq_objs.is_empty()
             || d.rdma.user_pds() != 0
@@ -698,7 +727,7 @@ impl Tier {
 }
 
 /// Every `dump_socket_mem`'s total: (bytes, allocations) in use.
-fn heap_in_use(out: &str) -> Vec<(String, u64)> {
+pub(super) fn heap_in_use(out: &str) -> Vec<(String, u64)> {
     out.lines()
         .filter_map(|l| l.strip_prefix("Total   : "))
         .filter_map(|l| {
@@ -709,9 +738,17 @@ fn heap_in_use(out: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// How long a reset took: the function away, back, our PMD's queues live
+/// again (each from the reset's start but `back`, from the return).
+pub(super) struct ResetTimes {
+    pub away: Duration,
+    pub back: Duration,
+    pub recovered: Duration,
+}
+
 /// How `dpdk-reset*` takes the device away and brings it back.
-#[derive(Clone, Copy)]
-enum ResetPath {
+#[derive(Clone, Copy, Debug)]
+pub(super) enum ResetPath {
     /// `mana` unbound and bound: the suspend/resume of a service reset.
     Unbind,
     /// The PCI function removed and the bus rescanned: an FPGA
@@ -723,7 +760,7 @@ enum ResetPath {
 }
 
 /// The events testpmd printed for port 0, in order, by their short names.
-fn port0_events(out: &str) -> Vec<&'static str> {
+pub(super) fn port0_events(out: &str) -> Vec<&'static str> {
     out.lines()
         .filter_map(|l| l.trim().strip_prefix("Port 0: "))
         .filter_map(|e| match e {
@@ -767,14 +804,15 @@ impl Tier {
         self.reset_through(ResetPath::Service)
     }
 
-    fn reset_through(&mut self, path: ResetPath) -> Outcome {
-        const N: u64 = 200;
-        const QUEUES: usize = 2;
-        self.testpmd_launch(QUEUES)?;
-        let r1 = self.peer_round(N, 0)?;
-        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("dump_socket_mem", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("clear port stats 0", "testpmd> ", Duration::from_secs(30))?;
+    /// One reset through `path` under a forwarding testpmd with `queues`
+    /// queues: the function goes away (nothing of it left on the device)
+    /// and comes back, and our PMD's new PD and RSS QP are live with all
+    /// its RQs.
+    pub(super) fn reset_and_recover(
+        &mut self,
+        path: ResetPath,
+        queues: usize,
+    ) -> Result<ResetTimes, String> {
         let (pds0, qps0) = {
             let d = lock(&self.func.dev);
             let n = |k: &str| d.ledger.succeeded.get(k).copied().unwrap_or(0);
@@ -854,7 +892,7 @@ impl Tier {
                 let d = lock(&self.func.dev);
                 let n = |k: &str| d.ledger.succeeded.get(k).copied().unwrap_or(0);
                 n("GDMA_CREATE_PD") > pds0 && n("MANA_CONFIG_VPORT_RX") > qps0
-            } && self.live_rqs().len() == QUEUES;
+            } && self.live_rqs().len() == queues;
             if done {
                 break;
             }
@@ -866,7 +904,23 @@ impl Tier {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        let recovered = t0.elapsed();
+        Ok(ResetTimes {
+            away,
+            back,
+            recovered: t0.elapsed(),
+        })
+    }
+
+    fn reset_through(&mut self, path: ResetPath) -> Outcome {
+        const N: u64 = 200;
+        const QUEUES: usize = 2;
+        self.testpmd_launch(QUEUES)?;
+        let r1 = self.peer_round(N, 0)?;
+        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("dump_socket_mem", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("clear port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        let times = self.reset_and_recover(path, QUEUES)?;
+        let (away, back, recovered) = (times.away, times.back, times.recovered);
         let ibdev = self
             .sh30(&format!(
                 "ls /sys/bus/pci/devices/{PCI}/infiniband; ls /sys/bus/pci/devices/{PCI}/infiniband_verbs"

@@ -8,5 +8,6 @@ pub mod initramfs;
 pub mod peer;
 pub mod preflight;
 pub mod rdma;
+pub mod reset_loop;
 pub mod scenarios;
 pub mod vm;
