@@ -1,13 +1,13 @@
 //! The Debian package (`debian/`): `tests/package/deb.sh` builds it with
 //! `dpkg-buildpackage`, installs it with apt into a clean chroot of this
 //! machine's release (the Depends line alone brings every library the
-//! plugin links) and adds `dpdk`; then dpdk-testpmd runs in that chroot on
+//! plugin links) and adds `dpdk-dev` (testpmd); then dpdk-testpmd runs in that chroot on
 //! the emulated device *without `-d`*: EAL loads our plugin from its plugin
 //! directory, the plugin probes the port, and what testpmd forwarded equals
 //! what the device counted.
 //!
 //! Needs root (debootstrap, chroot, mounts): skipped otherwise. The first
-//! run builds the chroot (about 2 minutes, cached in
+//! run builds the chroot and its dpdk-dev layer (a few minutes, cached in
 //! /var/cache/net-mana/deb-chroot) and the release build of the package.
 
 mod common;
@@ -40,21 +40,21 @@ fn deb_installs_and_testpmd_loads_it_without_d() {
     eprintln!("{text}");
     assert!(out.status.success(), "deb.sh failed:\n{text}");
     let root = std::path::PathBuf::from(field(&text, "root"));
+    let (lowers, upper) = (field(&text, "lowers"), field(&text, "upper"));
     let plugin = field(&text, "plugin").to_string();
 
     const N: usize = 2000;
     let env = EmuEnv::new(
         "deb",
-        single(vec![
-            PortDef::sink(MAC_A).lossless(),
-            PortDef::sink(MAC_B),
-        ]),
+        single(vec![PortDef::sink(MAC_A).lossless(), PortDef::sink(MAC_B)]),
     )
     .unwrap();
     // No `.driver()`: no -d; the plugin comes from the package.
     let mut t = Testpmd::builder(&env)
         .launcher(repo_root().join("tests/package/in-root.sh"))
         .env("NET_MANA_ROOT", root.to_str().unwrap())
+        .env("NET_MANA_LOWERS", lowers)
+        .env("NET_MANA_UPPER", upper)
         .args(&["--forward-mode=io"])
         .timeout(DEADLINE)
         .spawn()
@@ -62,7 +62,7 @@ fn deb_installs_and_testpmd_loads_it_without_d() {
     let started = t.output();
     assert_has(
         &started,
-        "Probe PCI driver: net_mana (1414:ba) device: 7870:00:00.0",
+        "Probe PCI driver: net_mana (1414:00ba) device: 7870:00:00.0",
     );
     // The process mapped the packaged file (the maps show it under the
     // chroot's directory), and no other net_mana.

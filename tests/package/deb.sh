@@ -5,21 +5,22 @@
 #   1. copies the tree (git's tracked and untracked, not ignored, files) to
 #      target/deb/src and runs `dpkg-buildpackage -us -uc -b` there, cargo's
 #      target directory kept in target/deb/cargo: target/deb/net-mana-pmd_*.deb;
-#   2. a minimal chroot (debootstrap --variant=minbase), built once and cached
-#      in /var/cache/net-mana/deb-chroot with the .debs apt downloads, copied
-#      afresh to target/deb/root;
-#   3. `apt-get install ./net-mana-pmd_*.deb` in that copy, then checks that
-#      the package is installed, that its plugin is in the DPDK plugin
-#      directory the package was built for, and that every library the
-#      plugin links resolves (`ldd`: nothing "not found"), with only the
-#      packages apt pulled in for the Depends line; then installs `dpdk`
-#      (dpdk-testpmd) for the run.
+#   2. two cached read-only layers in /var/cache/net-mana/deb-chroot (built
+#      once, with the .debs apt fetched): a minimal chroot (debootstrap
+#      --variant=minbase) and, over it, dpdk-dev (bookworm's dpdk-testpmd);
+#   3. in a fresh overlay of the bare base (tests/package/overlay.sh):
+#      `apt-get install ./net-mana-pmd_*.deb`; the package is installed,
+#      owns its plugin, and every library the plugin links resolves (`ldd`)
+#      with only what apt pulled in for the Depends line;
+#   4. the same in a fresh overlay of the base with dpdk-dev: the chroot
+#      tests/package.rs runs dpdk-testpmd in, without -d, on the emulated
+#      device (tests/package/in-root.sh mounts it again).
 #
-# tests/package.rs runs it, then dpdk-testpmd without -d in the chroot on the
-# emulated device (tests/package/in-root.sh). Needs root. The last lines
-# printed are `deb: <file>`, `plugin: <path>`, `root: <dir>`.
+# Needs root. The last lines printed are `deb: <file>`, `plugin: <path>`,
+# and the overlay to run in: `lowers:`, `upper:`, `root: <mount point>`.
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
 CACHE=${NET_MANA_CACHE:-/var/cache/net-mana}
 OUT=$REPO/target/deb
 C=$CACHE/deb-chroot
@@ -123,51 +124,40 @@ if [ ! -f "$BASE/.net-mana-base" ] || [ "$(cat "$BASE/.net-mana-base")" != "$sta
     rm -rf "$BASE/var/cache/apt/archives"/*.deb
     echo "$stamp" >"$BASE/.net-mana-base"
 fi
-rm -rf "$ROOT"
-cp -a "$BASE" "$ROOT"
-flock -u 9
-cp "$deb" "$ROOT/tmp/"
-log "clean $SUITE chroot in $ROOT ($(( $(date +%s) - t1 )) s)"
-
-# --- 3. install, check, add testpmd ---------------------------------------
-t2=$(date +%s)
-unshare --mount --propagation private -- bash -s "$ROOT" "$C/archives" "$(basename "$deb")" "$pmd" "$PKG" <<'EOS' || fail "installing in the chroot (above)"
-set -euo pipefail
-root=$1 archives=$2 deb=$3 pmd=$4 pkg=$5
-mount -t proc proc "$root/proc"
-mount --rbind /dev "$root/dev"
-mount --bind "$archives" "$root/var/cache/apt/archives"
-apt_get() {
-    DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get -o APT::Sandbox::User=root \
-        -o Dpkg::Use-Pty=0 "$@" >>"$root/tmp/apt.log" 2>&1
-}
-install() {
-    # The chroot's package lists may be older than the archive: refresh once.
-    apt_get install -y --no-install-recommends "$@" || { apt_get update && apt_get install -y --no-install-recommends "$@"; } || {
-        tail -n 20 "$root/tmp/apt.log" >&2
-        echo "deb.sh: apt-get install $* failed in the chroot" >&2
-        exit 1
-    }
-}
-before=$(chroot "$root" dpkg-query -W -f='${Package}\n' | sort)
-install "/tmp/$deb"
-status=$(chroot "$root" dpkg-query -W -f='${Status}' "$pkg")
-[ "$status" = "install ok installed" ] || { echo "deb.sh: $pkg is '$status' after apt-get install" >&2; exit 1; }
-added=$(comm -13 <(echo "$before") <(chroot "$root" dpkg-query -W -f='${Package}\n' | sort) | grep -vx "$pkg" | tr '\n' ' ')
-echo "deb.sh: apt installed $pkg with: $added"
-owner=$(chroot "$root" dpkg-query -S "$pmd" | cut -d: -f1)
-[ "$owner" = "$pkg" ] || { echo "deb.sh: $pmd belongs to '$owner', not $pkg" >&2; exit 1; }
-# Every library the plugin links, found with what the Depends line pulled in.
-libs=$(chroot "$root" ldd "$pmd")
-if echo "$libs" | grep -q 'not found'; then
-    echo "deb.sh: with $pkg's dependencies installed, the plugin still lacks:" >&2
-    echo "$libs" | grep 'not found' >&2
-    exit 1
+# testpmd's layer: dpdk-dev (bookworm's dpdk-testpmd is in it, with every
+# DPDK library) installed over the base, once.
+LAYER=$C/$SUITE-dpdk-dev
+lstamp="v1 dpdk-dev $(cat "$BASE/.net-mana-base")"
+if [ ! -f "$LAYER/.net-mana-layer" ] || [ "$(cat "$LAYER/.net-mana-layer")" != "$lstamp" ]; then
+    log "installing dpdk-dev in a layer over the base, $LAYER (once)"
+    rm -rf "$LAYER"
+    NET_MANA_BINDS="$C/archives=/var/cache/apt/archives" \
+        "$HERE/overlay.sh" "$BASE" "$LAYER" "$C/mnt" "$HERE/install.sh" "$C/mnt" dpdk-dev ||
+        fail "installing dpdk-dev in the chroot (above)"
+    echo "$lstamp" >"$LAYER/.net-mana-layer"
 fi
-echo "deb.sh: ldd $pmd: every library resolved ($(echo "$libs" | wc -l) entries)"
-install dpdk
-EOS
-log "installed in $(( $(date +%s) - t2 )) s"
+flock -u 9
+log "cached chroots ready ($(( $(date +%s) - t1 )) s)"
+
+# --- 3. and 4. install and check ---------------------------------------------------
+# Each in a fresh writable layer (the chroot is clean every run).
+t2=$(date +%s)
+rm -rf "$OUT/deps" "$OUT/run"
+mkdir -p "$OUT/pkg"
+cp "$deb" "$OUT/pkg/"
+export NET_MANA_BINDS="$C/archives=/var/cache/apt/archives $OUT/pkg=/tmp/pkg"
+# On the bare base: apt resolves the Depends line; the plugin's libraries
+# must all be there afterwards.
+"$HERE/overlay.sh" "$BASE" "$OUT/deps" "$OUT/deps-root" \
+    "$HERE/install.sh" "$OUT/deps-root" "/tmp/pkg/$(basename "$deb")" --check "$PKG" "$pmd" ||
+    fail "installing $(basename "$deb") in a clean $SUITE chroot (above)"
+# Where testpmd runs: the base with dpdk-dev, and the package.
+"$HERE/overlay.sh" "$LAYER/data:$BASE" "$OUT/run" "$ROOT" \
+    "$HERE/install.sh" "$ROOT" "/tmp/pkg/$(basename "$deb")" --check "$PKG" "$pmd" ||
+    fail "installing $(basename "$deb") beside dpdk-dev (above)"
+log "installed and checked in $(( $(date +%s) - t2 )) s"
 echo "deb: $deb"
 echo "plugin: $pmd"
+echo "lowers: $LAYER/data:$BASE"
+echo "upper: $OUT/run"
 echo "root: $ROOT"
