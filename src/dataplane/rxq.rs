@@ -349,10 +349,10 @@ impl RxQueue {
     /// dropped (a VLAN tag that could not be put back).
     #[inline(always)]
     fn fill(&self, m: *mut rte_mbuf, flags: u32, len: u16, hash: u32) -> bool {
-        let (ol, ptype, tci) = rx_flags::packet_meta(flags, len, || {
-            // SAFETY: a posted buffer holds at least `MIN_BUF_LEN` bytes
-            // (queue setup checks), more than the head read here.
-            unsafe { mbuf::data_head::<{ rx_flags::FRAME_HEAD }>(m) }
+        let (ol, ptype, tci) = rx_flags::packet_meta(flags, len, |at| {
+            // SAFETY: `at + 2 <= FRAME_HEAD <= MIN_BUF_LEN`, and a posted
+            // buffer holds at least `MIN_BUF_LEN` bytes (queue setup checks).
+            unsafe { mbuf::data_be16(m, at) }
         });
         // SAFETY: a posted mbuf the device just filled; we own it.
         unsafe {
