@@ -151,15 +151,73 @@ const fn build_meta() -> [(u64, u32); EV_ALL as usize + 1] {
     t
 }
 
+// The three tables above, folded into one at compile time: the hash type
+// and the checksum verdicts are adjacent (bits 16 to 30), so one lookup of
+// a 16-bit entry gives the `ol_flags` and the packet type they imply
+// (64 KiB, of which a receive path touches the few lines of the types it
+// sees). An entry holds the `ol_flags` in its low `OL_BITS` bits and the
+// L3 and L4 packet type bits (`PT_MASK`, shifted down by `PT_SHIFT`) above.
+const IDX_SHIFT: u32 = HASH_SHIFT;
+const IDX_BITS: u32 = HASH_BITS + CSUM_BITS;
+const _: () = assert!(
+    HASH_SHIFT + HASH_BITS == CSUM_SHIFT,
+    "hash type, then verdicts"
+);
+const OL_BITS: u32 = 9;
+const PT_SHIFT: u32 = 4;
+const PT_MASK: u32 = (ffi::RTE_PTYPE_L3_MASK | ffi::RTE_PTYPE_L4_MASK) & 0x3f0;
+/// The entry's bits that hold an L3 type.
+const ENTRY_L3: u16 = ((ffi::RTE_PTYPE_L3_MASK & PT_MASK) >> PT_SHIFT << OL_BITS) as u16;
+
+static FOLDED: [u16; 1 << IDX_BITS] = build_folded();
+
+const fn build_folded() -> [u16; 1 << IDX_BITS] {
+    let mut t = [0u16; 1 << IDX_BITS];
+    let mut i = 0;
+    while i < t.len() {
+        let hash = i & ((1 << HASH_BITS) - 1);
+        let csum = i >> HASH_BITS;
+        let (csum_ol, csum_ev) = CSUM[csum];
+        let (meta_ol, ptype) = META[((csum_ev | HASH[hash]) & EV_ALL) as usize];
+        let ol = csum_ol | meta_ol;
+        let pt = ptype & !ffi::RTE_PTYPE_L2_ETHER;
+        // Every flag and type bit the tables give must fit its field.
+        assert!(ol < 1 << OL_BITS && pt & !PT_MASK == 0);
+        assert!(ptype & ffi::RTE_PTYPE_L2_MASK == ffi::RTE_PTYPE_L2_ETHER);
+        t[i] = (ol as u16) | ((pt >> PT_SHIFT) << OL_BITS) as u16;
+        i += 1;
+    }
+    t
+}
+
+/// The folded entry of flags `raw`.
+#[inline(always)]
+fn entry(raw: u32) -> u16 {
+    FOLDED[((raw >> IDX_SHIFT) & ((1 << IDX_BITS) - 1)) as usize]
+}
+
+/// An entry's `ol_flags` and packet type.
+#[inline(always)]
+fn unfold(e: u16) -> (u64, u32) {
+    let e = u32::from(e);
+    (
+        u64::from(e & ((1 << OL_BITS) - 1)),
+        ((e >> OL_BITS) << PT_SHIFT) | ffi::RTE_PTYPE_L2_ETHER,
+    )
+}
+
 /// The `ol_flags` (VLAN flags included: the device stripped the tag), the
 /// packet type and the VLAN TCI (0 without a tag) of a packet whose
-/// completion carries flags `raw`.
+/// completion carries flags `raw` (the receive path uses [`packet_meta`]).
+#[cfg(test)]
+fn meta(raw: u32) -> (u64, u32, u16) {
+    let (ol, ptype) = unfold(entry(raw));
+    with_tag(raw, ol, ptype)
+}
+
+/// Adds the VLAN and outer-checksum flags of `raw` to `ol`.
 #[inline(always)]
-pub fn meta(raw: u32) -> (u64, u32, u16) {
-    let (csum_ol, csum_ev) = CSUM[((raw >> CSUM_SHIFT) & ((1 << CSUM_BITS) - 1)) as usize];
-    let hash_ev = HASH[((raw >> HASH_SHIFT) & ((1 << HASH_BITS) - 1)) as usize];
-    let (meta_ol, ptype) = META[usize::from((csum_ev | hash_ev) & EV_ALL)];
-    let ol = csum_ol | meta_ol;
+fn with_tag(raw: u32, ol: u64, ptype: u32) -> (u64, u32, u16) {
     if raw & (VLAN | OUTER_IP_FAIL) == 0 {
         return (ol, ptype, 0);
     }
@@ -204,16 +262,17 @@ pub const FRAME_HEAD: usize = 22;
 /// other EtherTypes go out of line.
 #[inline(always)]
 pub fn packet_meta(raw: u32, len: u16, be16: impl Fn(usize) -> u16) -> (u64, u32, u16) {
-    let (ol, ptype, tci) = meta(raw);
-    if ptype & ffi::RTE_PTYPE_L3_MASK != 0 || len < 14 {
-        return (ol, ptype, tci);
+    let e = entry(raw);
+    let (ol, ptype) = unfold(e);
+    if e & ENTRY_L3 != 0 || len < 14 {
+        return with_tag(raw, ol, ptype);
     }
     let (ol, ptype) = match be16(12) {
         ETH_P_IP => (ol, ptype | ffi::RTE_PTYPE_L3_IPV4_EXT_UNKNOWN),
         ETH_P_IPV6 => ipv6(ol, ptype),
         et => behind_tags(ol, ptype, et, len, be16),
     };
-    (ol, ptype, tci)
+    with_tag(raw, ol, ptype)
 }
 
 #[inline(always)]

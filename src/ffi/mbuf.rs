@@ -153,6 +153,24 @@ pub unsafe fn data_be16(m: *const rte_mbuf, at: usize) -> u16 {
     }
 }
 
+/// The big-endian 16 bits at byte `at` of a receive buffer's data as the
+/// device wrote it: from `buf_addr + RTE_PKTMBUF_HEADROOM`, where the
+/// receive path posts every buffer (and sets `data_off` to), so the read
+/// does not wait for `data_off`.
+///
+/// # Safety
+/// `m` is a valid mbuf whose buffer holds at least `at + 2` bytes after the
+/// headroom.
+#[inline(always)]
+pub unsafe fn posted_be16(m: *const rte_mbuf, at: usize) -> u16 {
+    // SAFETY: `m` is valid and its buffer spans `HEADROOM + at + 2` bytes
+    // (caller); an unaligned read of plain bytes.
+    unsafe {
+        let p = ((*m).buf_addr as *const u8).add(super::RTE_PKTMBUF_HEADROOM as usize + at);
+        u16::from_be((p as *const u16).read_unaligned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
