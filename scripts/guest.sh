@@ -13,7 +13,8 @@
 # runs it). MANA_GUEST_BIN names a prebuilt mana-guest (the cargo test uses
 # its own); otherwise it is built here. MANA_GUEST_PMD / MANA_GUEST_C_PMD
 # name the PMDs the dpdk-* scenarios put in the guest (ours, DPDK 22.11's C
-# driver); otherwise they are built here.
+# driver), MANA_GUEST_PREFLIGHT the mana-preflight binary of the preflight
+# scenario; otherwise they are built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,11 @@ fi
 if [ -z "${MANA_GUEST_PMD:-}" ]; then
     cargo build -q --locked --lib
     export MANA_GUEST_PMD=$PWD/target/debug/librte_net_mana.so
+fi
+# mana-preflight for the preflight scenario, unless one is named.
+if [ -z "${MANA_GUEST_PREFLIGHT:-}" ]; then
+    cargo build -q --locked -p mana-preflight --bin mana-preflight
+    export MANA_GUEST_PREFLIGHT=$PWD/target/debug/mana-preflight
 fi
 # DPDK 22.11's own C driver for dpdk-c (bookworm does not ship it): built
 # out of tree from the installed DPDK's source, unless one is named. If it
