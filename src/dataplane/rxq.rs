@@ -619,7 +619,7 @@ impl Burst<'_> {
             }
             // SAFETY: get_bulk succeeded, so it wrote all `n` entries.
             let got = unsafe { &*(slots as *const [MaybeUninit<_>] as *const [*mut rte_mbuf]) };
-            let k = wq.post_bu_run(RX_HEADER, n, |j| {
+            let k = wq.post_bu_run(RX_HEADER, 0, n, |j| {
                 let m = got[j];
                 // SAFETY: an mbuf just taken from the pool: ours and valid.
                 let addr = unsafe {

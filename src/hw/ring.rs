@@ -181,15 +181,17 @@ impl WqWriter<'_> {
     }
 
     /// Writes up to `n` WQEs of one basic unit each (the 8-byte header,
-    /// a zero 8-byte OOB, one SGE as its two words from `sge(k)`) from the
-    /// head on, not past the ring's end nor the free units; stops early
+    /// the 8-byte OOB `oob`, one SGE as its two words from `sge(k)`) from
+    /// the head on, not past the ring's end nor the free units; stops early
     /// where `sge` gives `None`. Advances the head by the WQEs written and
-    /// returns how many: a refill's loop over contiguous units, with no
-    /// per-WQE wrap arithmetic.
+    /// returns how many: a loop over contiguous units, with no per-WQE wrap
+    /// arithmetic (a refill's, with a zero OOB; a send run's, with the
+    /// queue's short OOB).
     #[inline(always)]
     pub fn post_bu_run(
         &mut self,
         header: u64,
+        oob: u64,
         n: u32,
         mut sge: impl FnMut(usize) -> Option<[u64; 2]>,
     ) -> u32 {
@@ -206,7 +208,7 @@ impl WqWriter<'_> {
             unsafe {
                 let w = base.add(k * (WQE_BU_SIZE / 8));
                 ptr::write_unaligned(w, header.to_le());
-                ptr::write_unaligned(w.add(1), 0);
+                ptr::write_unaligned(w.add(1), oob.to_le());
                 ptr::write_unaligned(w.add(2), a.to_le());
                 ptr::write_unaligned(w.add(3), b.to_le());
             }
@@ -215,6 +217,17 @@ impl WqWriter<'_> {
         self.head = self.head.wrapping_add(k as u32);
         self.free -= k as u32;
         k as u32
+    }
+
+    /// The OOB of the WQE of one basic unit written last (the caller wrote
+    /// one since the cursor was made): for late patching, as the post
+    /// functions return it.
+    #[inline(always)]
+    pub fn last_bu_oob(&self) -> *mut u8 {
+        let off = (self.head.wrapping_sub(1) as usize).wrapping_mul(WQE_BU_SIZE) & self.mask;
+        // SAFETY: `off` is a 32-byte aligned offset inside the ring, and
+        // the OOB's 8 bytes follow the header within that unit.
+        unsafe { self.buf.add(off + 8) }
     }
 
     /// Writes a WQE of two basic units: header and the 24-byte OOB in the
