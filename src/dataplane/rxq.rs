@@ -350,6 +350,11 @@ impl RxQueue {
     /// dropped (a VLAN tag that could not be put back).
     #[inline(always)]
     fn fill(&self, m: *mut rte_mbuf, flags: u32, len: u16, hash: u32) -> bool {
+        // The hash first: the compiler cannot tell the mbuf's stores from
+        // the CQE the hash is read from, so it reads it early, and held
+        // across the flag work below it is spilled in the receive loop.
+        // SAFETY: a posted mbuf the device just filled; we own it.
+        unsafe { mbuf::set_rss_hash(m, hash) };
         let (ol, ptype, tci) = rx_flags::packet_meta(flags, len, move |at| {
             // SAFETY: `at + 2 <= FRAME_HEAD <= MIN_BUF_LEN`, and a posted
             // buffer holds at least `MIN_BUF_LEN` bytes (queue setup checks)
@@ -362,7 +367,6 @@ impl RxQueue {
             mbuf::set_pkt_len(m, u32::from(len));
             (*m).ol_flags = ol;
             mbuf::set_packet_type(m, ptype);
-            mbuf::set_rss_hash(m, hash);
             mbuf::set_vlan_tci(m, tci);
         }
         if rx_flags::vlan_stripped(flags) {
@@ -710,14 +714,17 @@ impl Burst<'_> {
                     break;
                 }
                 let m = bufs[k];
-                out[k] = m;
                 bytes += u64::from(len);
-                if !q.fill(m, oob.flags.to_raw(), len, oob.ppi[0].pkt_hash()) {
+                // `out` is written after `fill`, whose loads from the CQE
+                // then need not be made before this store (see `fill`).
+                out[k] = if q.fill(m, oob.flags.to_raw(), len, oob.ppi[0].pkt_hash()) {
+                    m
+                } else {
                     q.discard(m);
-                    out[k] = ptr::null_mut();
                     bytes -= u64::from(len);
                     dropped += 1;
-                }
+                    ptr::null_mut()
+                };
                 k += 1;
                 offset += gdma::WQE_BU_SIZE as u32;
             }

@@ -26,6 +26,16 @@ pub fn set_page(port_id: u16, page: *mut u8) -> *mut u8 {
     PAGES[usize::from(port_id)].swap(page, Ordering::AcqRel)
 }
 
+/// `tail_ptr = 1` in the SQ and RQ doorbells, from the typed definitions
+/// at compile time: a multiple of it sets the whole 32-bit field (a shift,
+/// where the typed setter is a call per burst).
+const TAIL_ONE: u64 = SqDoorbell::new().with_tail_ptr(1).to_raw();
+const _: () = assert!(RqDoorbell::new().with_tail_ptr(1).to_raw() == TAIL_ONE);
+const _: () = assert!(
+    SqDoorbell::new().with_tail_ptr(u32::MAX).to_raw() == u32::MAX as u64 * TAIL_ONE,
+    "the tail is the top 32 bits"
+);
+
 /// Which doorbell register of the page, with the queue's id part of its
 /// value, built once per queue from the typed definition.
 #[derive(Clone, Copy, Debug, Default)]
@@ -56,7 +66,7 @@ impl Doorbell {
     /// SQ and RQ doorbells: bits 32-63).
     #[inline(always)]
     pub fn value(&self, tail: u32) -> u64 {
-        self.id_bits | SqDoorbell::new().with_tail_ptr(tail).to_raw()
+        self.id_bits | u64::from(tail) * TAIL_ONE
     }
 
     /// Rings it for `port_id` with producer byte offset `tail`.
