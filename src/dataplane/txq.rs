@@ -683,17 +683,25 @@ impl Memo {
         tag: 0,
     };
 
+    /// What the OOB words depend on: the requested flags, the header
+    /// lengths and the TCI, in disjoint fields (l2_len and l3_len in bits
+    /// 0-15, the TCI in 16-31, the flags in 52-57).
+    #[inline(always)]
+    fn key_of(ol: u64, m: *mut rte_mbuf) -> u64 {
+        // SAFETY: a valid mbuf handed to tx_burst.
+        let (t, tci) = unsafe { (mbuf::tx_offload(m), mbuf::vlan_tci(m)) };
+        (ol & ASKED) | (t & 0xffff) | (u64::from(tci) << 16)
+    }
+
     /// The OOB words and WQE shape for a packet that asks for checksum
     /// offload or VLAN insertion: the last packet's when it asked for the
     /// same (flags, header lengths and tag), else computed and remembered.
     #[inline(always)]
     fn words(&mut self, ol: u64, m: *mut rte_mbuf, long_template: u64) -> Memo {
-        // SAFETY: a valid mbuf handed to tx_burst.
-        let (t, tci) = unsafe { (mbuf::tx_offload(m), mbuf::vlan_tci(m)) };
-        // Disjoint fields: l2_len and l3_len in bits 0-15, the TCI in
-        // 16-31, the flags in 52-57.
-        let key = (ol & ASKED) | (t & 0xffff) | (u64::from(tci) << 16);
+        let key = Memo::key_of(ol, m);
         if key != self.key {
+            // SAFETY: a valid mbuf handed to tx_burst.
+            let (t, tci) = unsafe { (mbuf::tx_offload(m), mbuf::vlan_tci(m)) };
             let vlan = ol & ffi::RTE_MBUF_F_TX_VLAN != 0;
             let long = vlan || long_template != 0;
             *self = Memo {
@@ -720,54 +728,74 @@ impl Fast<'_> {
     fn run(&mut self, pkts: &[*mut rte_mbuf]) -> usize {
         // One unit with the short OOB, two with the long one (a vPort
         // offset above 255: long_template != 0), the same for the burst.
-        let long = self.long_template != 0;
-        if !long {
-            return self.run_short(pkts);
+        let reject = ffi::RTE_MBUF_F_TX_TCP_SEG | ASKED;
+        if self.long_template == 0 {
+            self.run_fixed::<1>(
+                pkts,
+                bits::HDR_PLAIN,
+                [self.template, 0, 0],
+                0,
+                reject,
+                |_, _| true,
+            )
+        } else {
+            let oob = [self.template | bits::LONG, self.long_template, 0];
+            self.run_fixed::<2>(pkts, bits::HDR_LONG_PLAIN, oob, 0, reject, |_, _| true)
         }
-        let bu = 1 + u32::from(long);
-        let mut k = 0;
-        for &m in pkts {
-            // SAFETY: tx_burst's caller hands us valid mbufs.
-            let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
-            if nb_segs != 1 || ol & (ffi::RTE_MBUF_F_TX_TCP_SEG | ASKED) != 0 {
-                break;
-            }
-            // SAFETY: a valid single-segment mbuf.
-            let (addr, len, pkt_len) = unsafe {
-                (
-                    (*m).buf_addr as usize + usize::from(mbuf::data_off(m)),
-                    u32::from(mbuf::data_len(m)),
-                    mbuf::pkt_len(m),
-                )
-            };
-            if self.wq.free_bu() < bu || !self.region.covers(addr, len as usize) {
-                break;
-            }
-            let sge = Sge::new(addr as u64, self.region.lkey, len).to_words();
-            self.last_oob = if long {
-                self.wq.post_long_words(
-                    bits::HDR_LONG_PLAIN,
-                    [self.template | bits::LONG, self.long_template, 0],
-                    sge,
-                )
-            } else {
-                self.wq.post_bu_words(bits::HDR_PLAIN, self.template, sge)
-            };
-            self.ring.push(m);
-            self.bytes += u64::from(pkt_len);
-            k += 1;
-        }
-        k
     }
 
-    /// [`Fast::run`] with the short OOB: every WQE one basic unit, written
-    /// over the contiguous part of the SQ and the in-flight ring in one
-    /// loop indexed by one counter (no per-WQE wrap arithmetic, no room
-    /// check: the run is cut to the room first), with the cursors and the
-    /// region in registers. Same checks, same WQEs as the long form.
+    /// Posts one-segment packets without TSO that ask for checksum offload
+    /// or VLAN insertion (the OOB bits of the request, a long OOB with the
+    /// tag), in runs of packets asking for the same (see [`Memo`]); stops
+    /// at the first packet that does not ask (or is not in the region, or
+    /// when the SQ is full).
     #[inline(always)]
-    fn run_short(&mut self, pkts: &[*mut rte_mbuf]) -> usize {
-        let template = self.template;
+    fn run_offload(&mut self, pkts: &[*mut rte_mbuf]) -> usize {
+        let mut done = 0;
+        while let Some(&m) = pkts.get(done) {
+            // SAFETY: tx_burst's caller hands us valid mbufs.
+            let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
+            if nb_segs != 1 || ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0 || ol & ASKED == 0 {
+                break;
+            }
+            let w = self.memo.words(ol, m, self.long_template);
+            let oob = self.template | w.csum;
+            let reject = ffi::RTE_MBUF_F_TX_TCP_SEG;
+            // The same request as `m`'s: the same WQE but for the SGE.
+            let same = |m, ol| Memo::key_of(ol, m) == w.key;
+            let rest = &pkts[done..];
+            let k = if w.bu == 1 {
+                self.run_fixed::<1>(rest, bits::HDR_PLAIN, [oob, 0, 0], w.tag, reject, same)
+            } else {
+                let oob = [oob | bits::LONG, w.long, 0];
+                self.run_fixed::<2>(rest, bits::HDR_LONG_PLAIN, oob, w.tag, reject, same)
+            };
+            if k == 0 {
+                break;
+            }
+            done += k;
+        }
+        done
+    }
+
+    /// Posts one-segment packets from the start of `pkts` as WQEs of `BU`
+    /// basic units that differ only in their SGE (header `header`, OOB
+    /// `oob`, each packet's bytes on the wire its length plus `tag`), while
+    /// a packet has none of the `reject` flags and `takes` it: over the
+    /// contiguous part of the SQ and the in-flight ring in one loop indexed
+    /// by one counter, with the cursors and the region in registers (the
+    /// run is cut to the room first). Returns how many; stops at a packet
+    /// it does not take or outside the region, or when the SQ is full.
+    #[inline(always)]
+    fn run_fixed<const BU: u32>(
+        &mut self,
+        pkts: &[*mut rte_mbuf],
+        header: u64,
+        oob: [u64; 3],
+        tag: u32,
+        reject: u64,
+        takes: impl Fn(*mut rte_mbuf, u64) -> bool,
+    ) -> usize {
         let region = self.region;
         let lkey = region.lkey;
         let mut bytes = self.bytes;
@@ -775,14 +803,14 @@ impl Fast<'_> {
         while done < pkts.len() {
             let rest = &pkts[done..];
             // The caller keeps the packets within the ring's free slots.
-            let max = (rest.len() as u32).min(self.wq.free_bu());
+            let max = (rest.len() as u32).min(self.wq.free_bu() / BU);
             let slots = self.ring.vacant_run(max);
             let n = slots.len() as u32;
-            let k = self.wq.post_bu_run(bits::HDR_PLAIN, template, n, |j| {
+            let mut one = |j: usize| {
                 let m = rest[j];
                 // SAFETY: tx_burst's caller hands us valid mbufs.
                 let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
-                if nb_segs != 1 || ol & (ffi::RTE_MBUF_F_TX_TCP_SEG | ASKED) != 0 {
+                if nb_segs != 1 || ol & reject != 0 || !takes(m, ol) {
                     return None;
                 }
                 // SAFETY: a valid single-segment mbuf.
@@ -797,65 +825,39 @@ impl Fast<'_> {
                     return None;
                 }
                 slots[j].write(m);
-                bytes += u64::from(pkt_len);
+                // An inserted tag is on the wire too.
+                bytes += u64::from(pkt_len + tag);
                 Some(Sge::new(addr as u64, lkey, len).to_words())
-            });
+            };
+            // As many as lie before the SQ's end: a two-unit WQE across it
+            // is written on its own.
+            let fit = n.min(self.wq.contiguous_bu() / BU);
+            let k = if fit > 0 {
+                self.wq.post_run::<BU>(header, oob, fit, one)
+            } else if BU == 2 && n > 0 {
+                match one(0) {
+                    Some(sge) => {
+                        self.wq.post_long_words(header, oob, sge);
+                        1
+                    }
+                    None => 0,
+                }
+            } else {
+                0
+            };
             self.ring.commit(k);
             done += k as usize;
             if k == 0 {
                 break;
             }
-            self.last_oob = self.wq.last_bu_oob();
-            if k < n {
+            self.last_oob = self.wq.last_oob(BU);
+            if k < fit {
+                // A packet it does not take, or outside the region.
                 break;
             }
         }
         self.bytes = bytes;
         done
-    }
-
-    /// As [`Fast::run`] for one-segment packets without TSO that ask for
-    /// checksum offload or VLAN insertion (the OOB bits of the request, a
-    /// long OOB with the tag); stops at the first packet that does not.
-    #[inline(always)]
-    fn run_offload(&mut self, pkts: &[*mut rte_mbuf]) -> usize {
-        // A local for the loop: the WQE stores cannot alias it.
-        let mut memo = self.memo;
-        let mut k = 0;
-        for &m in pkts {
-            // SAFETY: tx_burst's caller hands us valid mbufs.
-            let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
-            if nb_segs != 1 || ol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0 || ol & ASKED == 0 {
-                break;
-            }
-            // The room check below needs the WQE's size.
-            let w = memo.words(ol, m, self.long_template);
-            // SAFETY: a valid single-segment mbuf.
-            let (addr, len, pkt_len) = unsafe {
-                (
-                    (*m).buf_addr as usize + usize::from(mbuf::data_off(m)),
-                    u32::from(mbuf::data_len(m)),
-                    mbuf::pkt_len(m),
-                )
-            };
-            if self.wq.free_bu() < w.bu || !self.region.covers(addr, len as usize) {
-                break;
-            }
-            let oob = self.template | w.csum;
-            let sge = Sge::new(addr as u64, self.region.lkey, len).to_words();
-            self.last_oob = if w.bu != 1 {
-                self.wq
-                    .post_long_words(bits::HDR_LONG_PLAIN, [oob | bits::LONG, w.long, 0], sge)
-            } else {
-                self.wq.post_bu_words(bits::HDR_PLAIN, oob, sge)
-            };
-            self.ring.push(m);
-            // The inserted tag is on the wire too.
-            self.bytes += u64::from(pkt_len + w.tag);
-            k += 1;
-        }
-        self.memo = memo;
-        k
     }
 }
 

@@ -148,32 +148,6 @@ impl WqWriter<'_> {
         (self.head as usize).wrapping_mul(WQE_BU_SIZE) & self.mask
     }
 
-    /// Writes a WQE of one basic unit (header, 8-byte OOB, one SGE given
-    /// as its two words, [`gdma::Sge::to_words`], so a burst posting many
-    /// buffers of one memory key and size builds the second word once) at
-    /// the head and advances it by one. Returns a pointer to the OOB. The
-    /// caller checked `free_bu() >= 1` and that the header says as much.
-    #[inline(always)]
-    pub fn post_bu_words(&mut self, header: u64, oob: u64, sge: [u64; 2]) -> *mut u8 {
-        debug_assert!(self.free >= 1);
-        let off = self.head_offset();
-        // SAFETY: `off` is a 32-byte aligned offset inside the ring (of the
-        // live WorkQueue this cursor borrows, whose size is a power of two
-        // of at least 32 bytes), so the 32 bytes written fit before its end.
-        let oob_ptr = unsafe {
-            let p = self.buf.add(off);
-            let w = p as *mut u64;
-            ptr::write_unaligned(w, header.to_le());
-            ptr::write_unaligned(w.add(1), oob.to_le());
-            ptr::write_unaligned(w.add(2), sge[0].to_le());
-            ptr::write_unaligned(w.add(3), sge[1].to_le());
-            p.add(8)
-        };
-        self.head = self.head.wrapping_add(1);
-        self.free -= 1;
-        oob_ptr
-    }
-
     /// Basic units from the head to the end of the ring.
     #[inline(always)]
     pub fn contiguous_bu(&self) -> u32 {
@@ -182,20 +156,37 @@ impl WqWriter<'_> {
 
     /// Writes up to `n` WQEs of one basic unit each (the 8-byte header,
     /// the 8-byte OOB `oob`, one SGE as its two words from `sge(k)`) from
-    /// the head on, not past the ring's end nor the free units; stops early
-    /// where `sge` gives `None`. Advances the head by the WQEs written and
-    /// returns how many: a loop over contiguous units, with no per-WQE wrap
-    /// arithmetic (a refill's, with a zero OOB; a send run's, with the
-    /// queue's short OOB).
+    /// the head on: [`WqWriter::post_run`] for one-unit WQEs (a refill's,
+    /// with a zero OOB).
     #[inline(always)]
     pub fn post_bu_run(
         &mut self,
         header: u64,
         oob: u64,
         n: u32,
+        sge: impl FnMut(usize) -> Option<[u64; 2]>,
+    ) -> u32 {
+        self.post_run::<1>(header, [oob, 0, 0], n, sge)
+    }
+
+    /// Writes up to `n` WQEs of `BU` basic units each, one SGE apiece, from
+    /// the head on, not past the ring's end nor the free units; stops early
+    /// where `sge(k)` gives `None`. A one-unit WQE is the header, `oob[0]`
+    /// and the SGE's two words; a two-unit one the header and the 24-byte
+    /// OOB `oob` in its first unit and the SGE at the start of the second.
+    /// Advances the head by the units written and returns how many WQEs:
+    /// a loop over contiguous units, with no per-WQE wrap arithmetic (a
+    /// two-unit WQE that would wrap is left to [`WqWriter::post_long_words`]).
+    #[inline(always)]
+    pub fn post_run<const BU: u32>(
+        &mut self,
+        header: u64,
+        oob: [u64; 3],
+        n: u32,
         mut sge: impl FnMut(usize) -> Option<[u64; 2]>,
     ) -> u32 {
-        let n = n.min(self.contiguous_bu()).min(self.free) as usize;
+        const { assert!(BU == 1 || BU == 2) };
+        let n = n.min(self.contiguous_bu() / BU).min(self.free / BU) as usize;
         // SAFETY: `head_offset` is a 32-byte aligned offset inside the ring
         // (a power of two of at least 32 bytes) of the live WorkQueue this
         // cursor borrows.
@@ -203,28 +194,36 @@ impl WqWriter<'_> {
         let mut k = 0;
         while k < n {
             let Some([a, b]) = sge(k) else { break };
-            // SAFETY: `k < n <= contiguous_bu()`: the 32 bytes of unit `k`
-            // lie before the ring's end.
+            // SAFETY: `k < n <= contiguous_bu() / BU`: the `BU` units of WQE
+            // `k` lie before the ring's end.
             unsafe {
-                let w = base.add(k * (WQE_BU_SIZE / 8));
+                let w = base.add(k * BU as usize * (WQE_BU_SIZE / 8));
                 ptr::write_unaligned(w, header.to_le());
-                ptr::write_unaligned(w.add(1), oob.to_le());
-                ptr::write_unaligned(w.add(2), a.to_le());
-                ptr::write_unaligned(w.add(3), b.to_le());
+                ptr::write_unaligned(w.add(1), oob[0].to_le());
+                if BU == 2 {
+                    ptr::write_unaligned(w.add(2), oob[1].to_le());
+                    ptr::write_unaligned(w.add(3), oob[2].to_le());
+                    ptr::write_unaligned(w.add(4), a.to_le());
+                    ptr::write_unaligned(w.add(5), b.to_le());
+                } else {
+                    ptr::write_unaligned(w.add(2), a.to_le());
+                    ptr::write_unaligned(w.add(3), b.to_le());
+                }
             }
             k += 1;
         }
-        self.head = self.head.wrapping_add(k as u32);
-        self.free -= k as u32;
+        let units = k as u32 * BU;
+        self.head = self.head.wrapping_add(units);
+        self.free -= units;
         k as u32
     }
 
-    /// The OOB of the WQE of one basic unit written last (the caller wrote
-    /// one since the cursor was made): for late patching, as the post
-    /// functions return it.
+    /// The OOB of the WQE of `bu` basic units written last (the caller
+    /// wrote one since the cursor was made): for late patching, as the
+    /// post functions return it.
     #[inline(always)]
-    pub fn last_bu_oob(&self) -> *mut u8 {
-        let off = (self.head.wrapping_sub(1) as usize).wrapping_mul(WQE_BU_SIZE) & self.mask;
+    pub fn last_oob(&self, bu: u32) -> *mut u8 {
+        let off = (self.head.wrapping_sub(bu) as usize).wrapping_mul(WQE_BU_SIZE) & self.mask;
         // SAFETY: `off` is a 32-byte aligned offset inside the ring, and
         // the OOB's 8 bytes follow the header within that unit.
         unsafe { self.buf.add(off + 8) }
@@ -919,6 +918,54 @@ mod tests {
         }
     }
 
+    /// A run of two-unit WQEs writes what `post_long_words` writes, one
+    /// after the other, and stops where the next would cross the ring's
+    /// end, at a refused SGE, or when the ring is full.
+    #[test]
+    fn a_run_of_two_unit_wqes_is_the_long_one_repeated_up_to_the_ring_end() {
+        let oob = [0x11, 0x22, 0x33];
+        let sge = |k: usize| Sge::new(0x1000 + k as u64, 9, 60).to_words();
+        // (head, WQEs asked for, SGEs given, tail) -> WQEs written.
+        for (head, n, given, tail, want) in [
+            (0u32, 4u32, 4usize, 0u32, 4u32),
+            (1, 4, 4, 1, 3),
+            (2, 4, 4, 2, 3),
+            (0, 4, 2, 0, 2),
+            (2, 4, 4, 0, 3),
+            (3, 4, 4, 0, 2),
+        ] {
+            let (mut a, mut b) = (vec![0u8; 256], vec![0u8; 256]);
+            // SAFETY: the vectors outlive the queues.
+            let (mut qa, mut qb) = unsafe {
+                (
+                    WorkQueue::new(a.as_mut_ptr(), 256, 7),
+                    WorkQueue::new(b.as_mut_ptr(), 256, 7),
+                )
+            };
+            qa.head = head;
+            qa.tail = tail;
+            qb.head = head;
+            qb.tail = tail;
+            let mut wa = qa.writer();
+            let k = wa.post_run::<2>(0x44, oob, n, |k| (k < given).then(|| sge(k)));
+            assert_eq!(k, want, "head {head} n {n} given {given} tail {tail}");
+            let last = (k > 0).then(|| wa.last_oob(2));
+            drop(wa);
+            let mut wb = qb.writer();
+            let mut pb = None;
+            for i in 0..k as usize {
+                pb = Some(wb.post_long_words(0x44, oob, sge(i)));
+            }
+            drop(wb);
+            assert_eq!(a, b, "head {head} n {n} given {given} tail {tail}");
+            assert_eq!(
+                last.map(|p| p as usize - a.as_ptr() as usize),
+                pb.map(|p| p as usize - b.as_ptr() as usize)
+            );
+            assert_eq!((qa.head, qb.head), (head + 2 * k, head + 2 * k));
+        }
+    }
+
     #[test]
     fn a_detached_completion_queue_is_empty_forever() {
         let mut cq = CompQueue::empty();
@@ -935,9 +982,12 @@ mod tests {
         let mut wq = unsafe { WorkQueue::new(ring.as_mut_ptr(), 64, 7) };
         wq.head = 3; // offset 32 of a two-unit ring
         wq.tail = 3;
-        let oob = wq
-            .writer()
-            .post_bu_words(0x1122, 0x3344, Sge::new(0x5566, 9, 60).to_words());
+        let mut w = wq.writer();
+        let sge = Sge::new(0x5566, 9, 60).to_words();
+        // Asked for two, it writes the one before the ring's end.
+        assert_eq!(w.post_bu_run(0x1122, 0x3344, 2, |_| Some(sge)), 1);
+        let oob = w.last_oob(1);
+        drop(w);
         assert_eq!(oob as usize - ring.as_ptr() as usize, 40);
         assert_eq!(&ring[32..40], &0x1122u64.to_le_bytes());
         assert_eq!(&ring[40..48], &0x3344u64.to_le_bytes());
