@@ -66,7 +66,7 @@ impl Doorbell {
     /// SQ and RQ doorbells: bits 32-63).
     #[inline(always)]
     pub fn value(&self, tail: u32) -> u64 {
-        self.id_bits | u64::from(tail) * TAIL_ONE
+        self.id_bits | (u64::from(tail) * TAIL_ONE)
     }
 
     /// Rings it for `port_id` with producer byte offset `tail`.
