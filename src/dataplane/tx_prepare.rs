@@ -76,9 +76,11 @@ pub unsafe extern "C" fn tx_prepare(q: *mut c_void, pkts: *mut *mut rte_mbuf, n:
             std::slice::from_raw_parts(pkts, usize::from(n)),
         )
     };
+    // A local: the header writes cannot alias it.
+    let offloads = q.conf.offloads;
     for (i, &m) in pkts.iter().enumerate() {
         // SAFETY: a valid mbuf.
-        if let Err(e) = unsafe { prepare_one(q.conf.offloads, m) } {
+        if let Err(e) = unsafe { prepare_one(offloads, m) } {
             // SAFETY: sets this lcore's rte_errno.
             unsafe { ffi::mana_shim_set_errno(e) };
             return i as u16;
@@ -105,17 +107,8 @@ const PREPARED: u64 = UNSUPPORTED_TX_FLAGS
 unsafe fn prepare_one(offloads: u64, m: *mut rte_mbuf) -> Result<(), c_int> {
     // SAFETY: the caller gives us a valid mbuf.
     let (ol, nb_segs) = unsafe { ((*m).ol_flags, mbuf::nb_segs(m)) };
-    if u32::from(nb_segs) > gdma::MAX_TX_WQE_SGES as u32
-        && offloads & consts::TX_OFFLOAD_MULTI_SEGS == 0
-        && ol & UNSUPPORTED_TX_FLAGS == 0
-    {
-        return Err(libc::EINVAL);
-    }
-    if ol & PREPARED == 0 {
-        return Ok(());
-    }
-    // The common request: TCP or UDP checksum over IPv4 (with or without
-    // the IP header checksum).
+    // The common request first: TCP or UDP checksum over IPv4 (with or
+    // without the IP header checksum), none of the unsupported flags.
     const COMMON_MASK: u64 = UNSUPPORTED_TX_FLAGS
         | ffi::RTE_MBUF_F_TX_TCP_SEG
         | ffi::RTE_MBUF_F_TX_IPV6
@@ -124,9 +117,20 @@ unsafe fn prepare_one(offloads: u64, m: *mut rte_mbuf) -> Result<(), c_int> {
     const TCP4: u64 = ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_TCP_CKSUM;
     const UDP4: u64 = ffi::RTE_MBUF_F_TX_IPV4 | ffi::RTE_MBUF_F_TX_UDP_CKSUM;
     let kind = ol & COMMON_MASK;
+    let too_many_segs = u32::from(nb_segs) > gdma::MAX_TX_WQE_SGES as u32
+        && offloads & consts::TX_OFFLOAD_MULTI_SEGS == 0;
     if kind != TCP4 && kind != UDP4 {
+        if too_many_segs && ol & UNSUPPORTED_TX_FLAGS == 0 {
+            return Err(libc::EINVAL);
+        }
+        if ol & PREPARED == 0 {
+            return Ok(());
+        }
         // SAFETY: the caller's.
         return unsafe { prepare_general(offloads, m) };
+    }
+    if too_many_segs {
+        return Err(libc::EINVAL);
     }
     // SAFETY: the caller gives us a valid mbuf; its first segment's data
     // starts data_off bytes into its buffer.
