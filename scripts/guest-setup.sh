@@ -250,4 +250,102 @@ if [ ! -f "$rootfs_stamp" ] || [ "$(cat "$rootfs_stamp")" != "$want_rstamp" ]; t
     echo "$want_rstamp" >"$rootfs_stamp"
 fi
 
+# --- 4. the other stacks' userspace (issue 21) -----------------------------
+# stack_rootfs NAME PKGS...: rootfs-NAME/, the base userspace above with
+# Debian NAME's verbs and DPDK userspace instead of bookworm's: PKGS (whose
+# binaries the guest runs) and the libraries they need, from NAME's archive
+# through the chroot's own apt configuration (its sources name the suite).
+# The .debs are kept in debs-NAME/. dpdk-dev carries dpdk-testpmd; its
+# dependencies on libdpdk-dev (headers) and python3 (scripts) are not
+# followed. Everything unpacked lands in a staging tree inside the chroot,
+# and the guest gets what the programs' dynamic linking resolves there
+# (falling back to the chroot's own libraries: the same suite), plus the
+# verbs provider (libmana) and DPDK's ring mempool plugin. The distro's C
+# net/mana (librte_net_mana.so.<ABI>) stays at its package path, outside the
+# autoloaded plugin directory: testpmd loads it only when told to (-d), so
+# it never competes with our PMD for the function.
+STACK_BINS=(/usr/bin/dpdk-testpmd /usr/bin/ibv_devinfo)
+stack_rootfs() {
+    local name=$1 dir="$G/rootfs-$1" debs="$G/debs-$1"
+    shift
+    local stamp="$dir/.net-mana-rootfs"
+    local want="v2 $* ${STACK_BINS[*]} $(cat "$rootfs_stamp")"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return 0
+    fi
+    log "assembling stack $name's userspace in $dir"
+    local dep_opts=(--no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances)
+    local top=() p
+    for p in "$@"; do
+        if [ "$p" = dpdk-dev ]; then
+            mapfile -t -O "${#top[@]}" top < <(chroot "$ROOT" apt-cache depends "${dep_opts[@]}" dpdk-dev |
+                sed -n 's/^ *|\?Depends: //p' | grep -v '^<' | grep -vx 'libdpdk-dev\|python3')
+        else
+            top+=("$p")
+        fi
+    done
+    # The run-time libraries (lib*, no -dev) of the closure, and the named
+    # packages; not what the chroot has installed (its files are taken from it).
+    local all
+    all=$( (chroot "$ROOT" apt-cache depends --recurse "${dep_opts[@]}" "${top[@]}" |
+            grep -v '^[ <]' | grep -x 'lib.*' | grep -v -e '-dev$' -e '^libpython'; printf '%s\n' "$@") |
+        sort -u | comm -23 - <(chroot "$ROOT" dpkg-query -W -f='${Package}\n' | sort -u))
+    rm -rf "$ROOT/tmp/stack-debs" "$debs"
+    mkdir -p "$ROOT/tmp/stack-debs"
+    log "downloading $(echo "$all" | wc -l) packages of $name ($*)"
+    chroot "$ROOT" sh -c "cd /tmp/stack-debs && apt-get -qq -o APT::Sandbox::User=root download $(echo $all)" || {
+        chroot "$ROOT" apt-get -qq update
+        chroot "$ROOT" sh -c "cd /tmp/stack-debs && apt-get -qq -o APT::Sandbox::User=root download $(echo $all)"
+    }
+    mv "$ROOT/tmp/stack-debs" "$debs"
+    local stage="$ROOT/tmp/stack-stage" d
+    rm -rf "$stage"
+    for d in "$debs"/*.deb; do dpkg-deb -x "$d" "$stage"; done
+    rm -rf "$dir"
+    cp -a "$G/rootfs" "$dir"
+    # Bookworm's verbs and DPDK userspace out; the guest's tools and glibc stay.
+    rm -rf "$dir/usr/lib/x86_64-linux-gnu" "$dir/etc/libibverbs.d" "$dir/usr/local/bin/dpdk-testpmd"
+    rm -f "$dir/usr/bin/ibv_"* "$dir"/lib/x86_64-linux-gnu/libnl*
+    local L=/usr/lib/x86_64-linux-gnu lib real from
+    local pmds mana_c ring
+    pmds=$(cd "$stage$L/dpdk" && ls -d pmds-*)
+    mana_c=$(cd "$stage$L" && ls librte_net_mana.so.* | sort | head -1)
+    ring=$(cd "$stage$L/dpdk/$pmds" && ls librte_mempool_ring.so.* | sort | head -1)
+    local want_libs=("${STACK_BINS[@]}" "$L/$mana_c" "$L/dpdk/$pmds/$ring")
+    want_libs+=("$L/libibverbs/$(cd "$stage$L/libibverbs" && ls libmana-rdmav*.so)")
+    for b in "${want_libs[@]}"; do
+        [ -e "$stage$b" ] || { echo "guest-setup.sh: $name has no $b" >&2; exit 1; }
+        mkdir -p "$dir$(dirname "$b")"
+        cp -L "$stage$b" "$dir$b"
+        for lib in $(chroot "$ROOT" env LD_LIBRARY_PATH="/tmp/stack-stage$L:/tmp/stack-stage/lib/x86_64-linux-gnu" ldd "/tmp/stack-stage$b" |
+                     awk '$2 == "=>" && $3 ~ /^\// {print $3}'); do
+            case "$lib" in
+                /tmp/stack-stage/*) from=$ROOT$lib lib=${lib#/tmp/stack-stage} ;;
+                *) from=$ROOT$(chroot "$ROOT" readlink -f "$lib") ;;
+            esac
+            [ -e "$dir$lib" ] && continue
+            mkdir -p "$dir$(dirname "$lib")"
+            cp -L "$from" "$dir$lib"
+        done
+    done
+    # testpmd where the scenarios start it on every stack.
+    ln -s /usr/bin/dpdk-testpmd "$dir/usr/local/bin/dpdk-testpmd"
+    mkdir -p "$dir/etc/libibverbs.d"
+    cp "$stage/etc/libibverbs.d/mana.driver" "$dir/etc/libibverbs.d/"
+    # The libraries our PMD links that testpmd does not (built against the
+    # same DPDK ABI, see scripts/guest.sh --stack).
+    for lib in librte_bus_pci librte_ethdev librte_mbuf librte_mempool librte_eal librte_log librte_kvargs librte_net librte_pci; do
+        real=$(ls "$stage$L/$lib".so.* 2>/dev/null | sort | head -1)
+        if [ -n "$real" ] && [ ! -e "$dir$L/${real##*/}" ]; then cp -L "$real" "$dir$L/"; fi
+    done
+    # Rust's cdylib links libgcc_s (the unwinder), which DPDK does not.
+    [ -e "$dir/lib/x86_64-linux-gnu/libgcc_s.so.1" ] ||
+        cp -L "$ROOT/lib/x86_64-linux-gnu/libgcc_s.so.1" "$dir/lib/x86_64-linux-gnu/"
+    printf '%s\n' "$(cd "$debs" && ls)" >"$dir/.net-mana-debs"
+    rm -rf "$stage"
+    echo "$want" >"$stamp"
+}
+# Debian trixie: rdma-core 56.1, DPDK 24.11 with its C driver (issue 21).
+stack_rootfs trixie dpdk-dev librte-net-mana25 librte-mempool-ring25 libibverbs1 ibverbs-providers ibverbs-utils
+
 log "ready: QEMU $qemu_ver, kernel $kver ($(wc -l <"$G/kernel/modules.order") modules) and $(cat "$G/kernel-backports/version") from backports, in $G"

@@ -1,9 +1,11 @@
-//! The DPDK scenarios: bookworm's testpmd (DPDK 22.11) in the guest on the
+//! The DPDK scenarios: the stack's testpmd (bookworm's DPDK 22.11, trixie's
+//! 24.11) in the guest on the
 //! real libibverbs/libmana/`mana_ib`, with our PMD or DPDK's C driver,
 //! checked against the host peer's and the device's counters.
 
 use super::peer::{self, LinkCounters};
 use super::scenarios::{ipv4_frame, udp, Outcome, Tier, MAC, MAC_STR, PCI};
+use super::stack::{CDriver, Stack};
 use crate::rdma::CAP_MAX_QP;
 use crate::vfio::lock;
 use mana_emu::device::{Fault, PortCounters, QueueCounters, Trigger};
@@ -14,40 +16,46 @@ use std::time::{Duration, Instant};
 pub(super) enum Pmd {
     /// Ours (`librte_net_mana.so`, `MANA_GUEST_PMD`).
     Rust,
-    /// DPDK 22.11's own `drivers/net/mana` (`MANA_GUEST_C_PMD`), with the
+    /// DPDK's own `drivers/net/mana`: the stack's package, or (bookworm)
+    /// DPDK 22.11's built out of tree (`MANA_GUEST_C_PMD`) with the
     /// queue-state shim preloaded: 22.11.11's driver never sets its queues'
     /// states, and testpmd 22.11 never polls a queue whose state reads
-    /// "stopped" (tests/upstream/queue-state-shim.c).
+    /// "stopped" (tests/upstream/queue-state-shim.c). 23.11 and later set
+    /// them.
     C,
 }
 
 impl Pmd {
-    fn plugin(self) -> &'static str {
-        match self {
-            Pmd::Rust => super::vm::GUEST_PMD,
-            Pmd::C => super::vm::GUEST_C_PMD,
+    fn plugin(self, stack: &Stack) -> &'static str {
+        match (self, stack.c_driver) {
+            (Pmd::Rust, _) => super::vm::GUEST_PMD,
+            (Pmd::C, CDriver::Built) => super::vm::GUEST_C_PMD,
+            (Pmd::C, CDriver::Packaged(path)) => path,
         }
     }
 
     /// What precedes the testpmd command line.
-    fn env(self) -> String {
-        match self {
-            Pmd::Rust => String::new(),
-            Pmd::C => format!("LD_PRELOAD={} ", super::vm::GUEST_QSTATE_SHIM),
+    fn env(self, stack: &Stack) -> String {
+        match (self, stack.c_driver) {
+            (Pmd::C, CDriver::Built) => format!("LD_PRELOAD={} ", super::vm::GUEST_QSTATE_SHIM),
+            _ => String::new(),
         }
     }
 
-    fn name(self) -> &'static str {
-        match self {
-            Pmd::Rust => "our PMD",
-            Pmd::C => "DPDK 22.11's C net/mana",
+    fn name(self, stack: &Stack) -> String {
+        match (self, stack.c_driver) {
+            (Pmd::Rust, _) => "our PMD".into(),
+            (Pmd::C, CDriver::Built) => format!("DPDK {}'s C net/mana", stack.dpdk),
+            (Pmd::C, CDriver::Packaged(_)) => {
+                format!("{}'s packaged DPDK {} C net/mana", stack.name, stack.dpdk)
+            }
         }
     }
 
     /// The C driver counts a packet sent when it reaps the packet's
-    /// completion, at the start of a later `tx_burst` (tx.c): each queue's
-    /// last burst stays uncounted until the queue forwards again. Ours
-    /// counts what the device took.
+    /// completion, at the start of a later `tx_burst` (tx.c, 22.11 and
+    /// 24.11 alike): each queue's last burst stays uncounted until the
+    /// queue forwards again. Ours counts what the device took.
     fn counts_tx_on_completion(self) -> bool {
         self == Pmd::C
     }
@@ -55,13 +63,14 @@ impl Pmd {
 
 /// testpmd in the guest with `pmd`, as seed 001 runs it on Azure: the
 /// kernel interface down, `-a <pci>,mac=<mac>`.
-pub(super) fn testpmd_cmd(pmd: Pmd, extra_eal: &str, args: &str) -> String {
+pub(super) fn testpmd_cmd(stack: &Stack, pmd: Pmd, extra_eal: &str, args: &str) -> String {
     format!(
         "{}/usr/local/bin/dpdk-testpmd --no-huge -m 128 -l 0-1 \
-         -d /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23 \
-         -d {} -a {PCI},mac=00:15:5d:4e:0a:01 {extra_eal} -- {args}",
-        pmd.env(),
-        pmd.plugin()
+         -d {} -d {} -a {PCI},mac=00:15:5d:4e:0a:01 {} {extra_eal} -- {args}",
+        pmd.env(stack),
+        stack.mempool_ring,
+        pmd.plugin(stack),
+        stack.testpmd_eal
     )
 }
 
@@ -73,6 +82,7 @@ impl Tier {
             &format!(
                 "printf '{cmd}\\nquit\\n' | {} 2>&1",
                 testpmd_cmd(
+                    self.stack,
                     Pmd::Rust,
                     "",
                     "-i --disable-device-start --total-num-mbufs=2048"
@@ -100,14 +110,16 @@ impl Tier {
             .copied()
             .unwrap_or(0);
         let out = self.testpmd_once("show port info 0")?;
+        let desc = self.stack.max_descriptors;
         let want = [
-            "EAL: Probe PCI driver: net_mana (1414:00ba) device: 0000:00:01.0",
+            // EAL's (22.11) or the PCI bus's (24.11) log line.
+            "Probe PCI driver: net_mana (1414:00ba) device: 0000:00:01.0",
             "MAC address: 00:15:5D:4E:0A:01",
             "Driver name: net_mana",
             &format!("Max possible RX queues: {CAP_MAX_QP}"),
             &format!("Max possible TX queues: {CAP_MAX_QP}"),
-            "Max possible number of RXDs per queue: 256",
-            "Max possible number of TXDs per queue: 256",
+            &format!("Max possible number of RXDs per queue: {desc}"),
+            &format!("Max possible number of TXDs per queue: {desc}"),
             "Max segment number per packet: 15",
         ];
         if let Some(w) = want.iter().find(|w| !out.contains(*w)) {
@@ -136,7 +148,9 @@ impl Tier {
         self.device_check("after testpmd")?;
         self.kernel_log_clean("after testpmd")?;
         Ok(format!(
-            "testpmd (DPDK 22.11) + our PMD probed 0000:00:01.0 port 1 (00:15:5d:4e:0a:01, 64 queues, 256 descriptors) through libmana/mana_ib; {pds} PD(s) made and destroyed"
+            "testpmd (DPDK {}) + our PMD probed 0000:00:01.0 port 1 (00:15:5d:4e:0a:01, {CAP_MAX_QP} queues, {desc} descriptors) through libmana (rdma-core {})/mana_ib; {pds} PD(s) made and destroyed",
+            self.stack.dpdk,
+            self.stack.rdma_core
         ))
     }
 }
@@ -266,11 +280,14 @@ impl Tier {
 
     /// [`Tier::testpmd_launch_with`] with `extra` testpmd arguments.
     fn testpmd_launch_args(&mut self, pmd: Pmd, queues: usize, extra: &str) -> Result<(), String> {
-        if self.sh30(&format!("test -e {}", pmd.plugin())).is_err() {
+        if self
+            .sh30(&format!("test -e {}", pmd.plugin(self.stack)))
+            .is_err()
+        {
             return Err(format!(
                 "{} is not in the guest ({}): scripts/guest.sh builds it (tests/upstream/build-c-driver.sh for the C driver) and names it in MANA_GUEST_PMD / MANA_GUEST_C_PMD",
-                pmd.name(),
-                pmd.plugin()
+                pmd.name(self.stack),
+                pmd.plugin(self.stack)
             ));
         }
         self.ensure_mana()?;
@@ -282,6 +299,7 @@ impl Tier {
             "rm -f /tmp/tpin /tmp/tpout; mkfifo /tmp/tpin; \
              {} < /tmp/tpin > /tmp/tpout 2>&1 & sleep 900 > /tmp/tpin & echo $! > /tmp/tpsleep",
             testpmd_cmd(
+                self.stack,
                 pmd,
                 "",
                 &format!(
@@ -549,7 +567,7 @@ impl Tier {
         };
         Ok(format!(
             "{drx} frames / {drxb} bytes peer -> device -> testpmd ({}, {queues} queue(s), macswap) -> device -> peer, equal at every hop{reaped}; per RQ {per_rq:?}",
-            pmd.name()
+            pmd.name(self.stack)
         ))
     }
 

@@ -8,4 +8,5 @@ pub mod initramfs;
 pub mod peer;
 pub mod rdma;
 pub mod scenarios;
+pub mod stack;
 pub mod vm;

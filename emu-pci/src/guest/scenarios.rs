@@ -7,6 +7,7 @@
 //! runner prints the guest's kernel log and the device's log tail.
 
 use super::peer::{self, LinkCounters, Peer, GUEST_IP, PEER_IP};
+use super::stack::Stack;
 use super::vm::{Pieces, RunDir, Vm, VmOptions};
 use crate::device::DeviceConfig;
 use crate::function::Function;
@@ -34,6 +35,8 @@ pub struct Tier {
     pub run: RunDir,
     pub device_log: PathBuf,
     pub cpus: u32,
+    /// The kernel and userspace the guest runs.
+    pub stack: &'static Stack,
 }
 
 pub(super) fn fmt_dur(d: Duration) -> String {
@@ -42,8 +45,8 @@ pub(super) fn fmt_dur(d: Duration) -> String {
 
 impl Tier {
     /// Sets up the peer and the function and boots the guest.
-    pub fn start(cpus: u32, device_log: PathBuf) -> Result<Tier, String> {
-        let p = Pieces::find().map_err(|e| e.to_string())?;
+    pub fn start(stack: &'static Stack, cpus: u32, device_log: PathBuf) -> Result<Tier, String> {
+        let p = Pieces::find(stack).map_err(|e| e.to_string())?;
         let peer = Peer::new().map_err(|e| format!("host peer: {e}"))?;
         let run = RunDir::new(&p).map_err(|e| format!("run directory: {e}"))?;
         let cfg = DeviceConfig {
@@ -71,6 +74,7 @@ impl Tier {
             run,
             device_log,
             cpus,
+            stack,
         })
     }
 
@@ -943,7 +947,10 @@ impl Tier {
 
 pub fn describe_boot(t: &Tier) -> String {
     format!(
-        "booted {} ({} CPUs) in {}",
+        "stack {} (rdma-core {}, DPDK {}): booted {} ({} CPUs) in {}",
+        t.stack.name,
+        t.stack.rdma_core,
+        t.stack.dpdk,
         t.vm.banner,
         t.cpus,
         fmt_dur(t.vm.boot_time)

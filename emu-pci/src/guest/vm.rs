@@ -10,6 +10,7 @@
 
 use super::console::Console;
 use super::initramfs::Initramfs;
+use super::stack::{CDriver, Stack};
 use std::fs;
 use std::io;
 use std::os::unix::net::UnixListener;
@@ -50,7 +51,8 @@ pub const GUEST_C_PMD: &str = "/usr/lib/net-mana/librte_net_mana_upstream.so";
 pub const GUEST_QSTATE_SHIM: &str = "/usr/lib/net-mana/libtestpmd_qstate_shim.so";
 
 impl Pieces {
-    pub fn find() -> io::Result<Pieces> {
+    /// The pieces of `stack`.
+    pub fn find(stack: &Stack) -> io::Result<Pieces> {
         let g = cache_dir();
         let missing = |what: &str| {
             io::Error::new(
@@ -65,9 +67,10 @@ impl Pieces {
         if !chroot.join("usr/bin/qemu-system-x86_64").exists() {
             return Err(missing("QEMU (chroot/usr/bin/qemu-system-x86_64)"));
         }
-        // trixie's 6.12 (`kernel/`), or trixie-backports' kernel
-        // (`kernel-backports/`) when MANA_GUEST_KERNEL names it.
-        let kdir = std::env::var("MANA_GUEST_KERNEL").unwrap_or_else(|_| "kernel".into());
+        // The stack's kernel (trixie's 6.12, `kernel/`), or another one
+        // (trixie-backports', `kernel-backports/`) when MANA_GUEST_KERNEL
+        // names it.
+        let kdir = std::env::var("MANA_GUEST_KERNEL").unwrap_or_else(|_| stack.kernel.into());
         let kernel = g.join(&kdir).join("vmlinuz");
         if !kernel.exists() {
             return Err(missing(&format!("the kernel ({kdir}/vmlinuz)")));
@@ -86,9 +89,12 @@ impl Pieces {
         if let Some(m) = modules.iter().find(|m| !m.exists()) {
             return Err(missing(&m.display().to_string()));
         }
-        let rootfs = g.join("rootfs");
+        let rootfs = g.join(stack.rootfs);
         if !rootfs.join("bin/busybox").exists() {
-            return Err(missing("rootfs/bin/busybox"));
+            return Err(missing(&format!(
+                "stack {}'s userspace ({}/bin/busybox)",
+                stack.name, stack.rootfs
+            )));
         }
         let pmd = std::env::var_os("MANA_GUEST_PMD").map(PathBuf::from);
         if let Some(p) = pmd.as_ref().filter(|p| !p.exists()) {
@@ -97,7 +103,11 @@ impl Pieces {
                 format!("MANA_GUEST_PMD names {}, which does not exist", p.display()),
             ));
         }
-        let c_pmd = match std::env::var_os("MANA_GUEST_C_PMD").map(PathBuf::from) {
+        // A packaged C driver is in the stack's userspace already.
+        let c_pmd = match std::env::var_os("MANA_GUEST_C_PMD")
+            .map(PathBuf::from)
+            .filter(|_| stack.c_driver == CDriver::Built)
+        {
             None => None,
             Some(p) => {
                 let shim = p.with_file_name("libtestpmd_qstate_shim.so");

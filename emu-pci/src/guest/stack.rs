@@ -1,0 +1,122 @@
+//! The userspace stacks the guest tier runs (issue 21): a kernel, an
+//! rdma-core and a DPDK, all from one Debian release's archive
+//! (`scripts/guest-setup.sh` caches them). Whatever the scenarios expect
+//! differently from one stack to the next is written here, and nowhere
+//! else; `emu-pci/README.md`'s fidelity record says why each value is what
+//! it is.
+
+/// Where the guest finds DPDK's C `net/mana`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CDriver {
+    /// Not packaged (bookworm): built out of tree from the DPDK source of
+    /// the installed version (`tests/upstream/build-c-driver.sh`), named by
+    /// `MANA_GUEST_C_PMD` and put in the guest by the harness with the
+    /// testpmd queue-state shim, which that driver needs.
+    Built,
+    /// The distribution's own package, at this path in the guest (outside
+    /// the autoloaded plugin directory: testpmd loads it with `-d`).
+    Packaged(&'static str),
+}
+
+/// One stack of the guest tier.
+#[derive(Debug)]
+pub struct Stack {
+    pub name: &'static str,
+    /// Its kernel's directory in the guest cache (`MANA_GUEST_KERNEL`
+    /// overrides it).
+    pub kernel: &'static str,
+    /// Its userspace's directory in the guest cache.
+    pub rootfs: &'static str,
+    /// The versions, as the scenarios' summaries name them.
+    pub rdma_core: &'static str,
+    pub dpdk: &'static str,
+    /// DPDK's ring mempool plugin in the guest (testpmd's pools need it).
+    pub mempool_ring: &'static str,
+    pub c_driver: CDriver,
+    /// EAL options every testpmd gets: 24.11 logs the PCI bus's "Probe PCI
+    /// driver" line at INFO under its own log type, whose default level is
+    /// NOTICE (22.11 logged it under EAL, shown by default).
+    pub testpmd_eal: &'static str,
+    /// The descriptors per queue our PMD reports on this stack's libmana:
+    /// rdma-core 44's refuses CQs deeper than 256 entries (our PMD tries one
+    /// at probe and falls back), 56's takes the device's `max_cqe` (2048).
+    pub max_descriptors: u32,
+    /// The scenarios `scripts/guest.sh --stack NAME` runs by default
+    /// (`None`: all of [`super::scenarios::SCENARIOS`]).
+    pub scenarios: Option<&'static [&'static str]>,
+}
+
+/// The DPDK scenarios every stack runs (issue 21's item 2), after the
+/// kernel's probe.
+const DPDK_SCENARIOS: [&str; 9] = [
+    "kernel-probe",
+    "dpdk-probe",
+    "dpdk-rust-1q",
+    "dpdk-rust-4q",
+    "dpdk-c",
+    "dpdk-c-4q",
+    "dpdk-iface-up",
+    "dpdk-reset",
+    "dpdk-reset-rescan",
+];
+
+/// The stacks, in the order `--matrix` runs them.
+pub const STACKS: [Stack; 2] = [
+    Stack {
+        name: "bookworm",
+        kernel: "kernel",
+        rootfs: "rootfs",
+        rdma_core: "44",
+        dpdk: "22.11",
+        mempool_ring: "/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23",
+        c_driver: CDriver::Built,
+        testpmd_eal: "",
+        max_descriptors: 256,
+        scenarios: None,
+    },
+    Stack {
+        name: "trixie",
+        kernel: "kernel",
+        rootfs: "rootfs-trixie",
+        rdma_core: "56.1",
+        dpdk: "24.11",
+        mempool_ring: "/usr/lib/x86_64-linux-gnu/dpdk/pmds-25.0/librte_mempool_ring.so.25",
+        c_driver: CDriver::Packaged("/usr/lib/x86_64-linux-gnu/librte_net_mana.so.25"),
+        testpmd_eal: "--log-level=bus.pci:info",
+        max_descriptors: 2048,
+        scenarios: Some(&DPDK_SCENARIOS),
+    },
+];
+
+/// The stack `MANA_GUEST_STACK` names (`bookworm` if unset).
+pub fn selected() -> Result<&'static Stack, String> {
+    let name = std::env::var("MANA_GUEST_STACK").unwrap_or_else(|_| "bookworm".into());
+    by_name(&name)
+}
+
+pub fn by_name(name: &str) -> Result<&'static Stack, String> {
+    STACKS.iter().find(|s| s.name == name).ok_or_else(|| {
+        format!(
+            "unknown stack {name:?} (known: {})",
+            STACKS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest::scenarios::SCENARIOS;
+
+    #[test]
+    fn stacks_name_known_scenarios() {
+        for s in &STACKS {
+            for sc in s.scenarios.unwrap_or(&SCENARIOS) {
+                assert!(SCENARIOS.contains(sc), "{}: {sc}", s.name);
+            }
+        }
+        assert_eq!(by_name("trixie").unwrap().dpdk, "24.11");
+        let e = by_name("jessie").unwrap_err();
+        assert_eq!(e, "unknown stack \"jessie\" (known: bookworm, trixie)");
+    }
+}
