@@ -308,15 +308,29 @@ impl Tier {
             )
         ))?;
         let t0 = Instant::now();
-        while !self.sh30("cat /tmp/tpout; echo")?.contains("testpmd> ") {
+        // Asked without copying the output over the 115200-baud console: a
+        // testpmd that logs without end would outrun it.
+        while self
+            .sh30("grep -q 'testpmd> ' /tmp/tpout && echo up; true")?
+            .trim()
+            != "up"
+        {
             if t0.elapsed() > Duration::from_secs(90) {
-                let out = self.sh30("cat /tmp/tpout; echo")?;
-                return Err(format!("testpmd did not come up:\n{out}"));
+                return Err(format!("testpmd did not come up:\n{}", self.tpout_ends()?));
             }
             std::thread::sleep(Duration::from_millis(500));
         }
         self.testpmd_do("start", "testpmd> ", Duration::from_secs(30))?;
         Ok(())
+    }
+
+    /// testpmd's output so far: its size, and its first and last 3000
+    /// bytes if it is longer than that.
+    fn tpout_ends(&mut self) -> Result<String, String> {
+        self.sh30(
+            "n=$(wc -c < /tmp/tpout); echo \"($n bytes)\"; \
+             if [ $n -le 6000 ]; then cat /tmp/tpout; else head -c 3000 /tmp/tpout; echo; echo ...; tail -c 3000 /tmp/tpout; fi; echo",
+        )
     }
 
     /// The peer sends `n` UDP frames (61 flows, 60-260 bytes) to the port
@@ -422,8 +436,28 @@ impl Tier {
     /// `macswap` forwarding; the host peer sends UDP frames to the port
     /// and receives them back. Every hop counts the same frames and bytes.
     /// When testpmd quits, everything it made through mana_ib is gone.
+    ///
+    /// The queue pair is as deep as our PMD says the stack allows (256
+    /// descriptors under rdma-core 44, 2048 under 56): testpmd must set
+    /// it up at that depth and forward through it.
     pub fn dpdk_rust_1q(&mut self) -> Outcome {
-        self.dpdk_rust(1)
+        let n = self.stack.max_descriptors;
+        let summary = self.dpdk_forward_args(
+            Pmd::Rust,
+            1,
+            &format!("--rxd={n} --txd={n}"),
+            &["show rxq info 0 0", "show txq info 0 0"],
+        )?;
+        let out = &self.last_testpmd_output;
+        for want in [
+            format!("Number of RXDs: {n}"),
+            format!("Number of TXDs: {n}"),
+        ] {
+            if !out.contains(&want) {
+                return Err(format!("testpmd's queue info lacks {want:?}:\n{out}"));
+            }
+        }
+        Ok(format!("{summary}; {n} descriptors per queue"))
     }
 
     /// `dpdk-rust-4q`: the same with 4 queue pairs: `mana_ib`'s RSS QP
@@ -501,8 +535,21 @@ impl Tier {
     }
 
     fn dpdk_forward(&mut self, pmd: Pmd, queues: usize) -> Outcome {
+        self.dpdk_forward_args(pmd, queues, "", &[])
+    }
+
+    /// [`Tier::dpdk_forward`] with `extra` testpmd arguments, and `show`
+    /// commands run once forwarding stopped (their output is in
+    /// `last_testpmd_output` afterwards).
+    fn dpdk_forward_args(
+        &mut self,
+        pmd: Pmd,
+        queues: usize,
+        extra: &str,
+        show: &[&str],
+    ) -> Outcome {
         const N: u64 = 200;
-        self.testpmd_launch_with(pmd, queues)?;
+        self.testpmd_launch_args(pmd, queues, extra)?;
         let r = self.peer_round(N, 0)?;
         let (held, flush) = if pmd.counts_tx_on_completion() {
             let flush = self.reap_tx_completions()?;
@@ -512,8 +559,12 @@ impl Tier {
         };
         self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
         self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        for cmd in show {
+            self.testpmd_do(cmd, "testpmd> ", Duration::from_secs(30))?;
+        }
         let per_rq = self.live_rqs();
         let out = self.testpmd_quit()?;
+        self.last_testpmd_output = out.clone();
         // testpmd's SQs, and the frames held in them, are gone.
         self.pause_tx(false)?;
         let stats = out

@@ -342,7 +342,8 @@ impl Tier {
         self.device_check("after ibv_devinfo")?;
         self.kernel_log_clean("after ibv_devinfo")?;
         Ok(format!(
-            "ibv_devinfo (rdma-core 44) lists mana_0: max_qp_wr {max_qp_wr}, max_sge 15, {}, one doorbell page allocated and freed",
+            "ibv_devinfo (rdma-core {}) lists mana_0: max_qp_wr {max_qp_wr}, max_sge 15, {}, one doorbell page allocated and freed",
+            self.stack.rdma_core,
             state
         ))
     }

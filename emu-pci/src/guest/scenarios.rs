@@ -37,6 +37,8 @@ pub struct Tier {
     pub cpus: u32,
     /// The kernel and userspace the guest runs.
     pub stack: &'static Stack,
+    /// The whole output of the last testpmd a forwarding scenario quit.
+    pub last_testpmd_output: String,
 }
 
 pub(super) fn fmt_dur(d: Duration) -> String {
@@ -75,6 +77,7 @@ impl Tier {
             device_log,
             cpus,
             stack,
+            last_testpmd_output: String::new(),
         })
     }
 

@@ -46,13 +46,19 @@ pub struct Stack {
     pub scenarios: Option<&'static [&'static str]>,
 }
 
-/// The DPDK scenarios every stack runs (issue 21's item 2), after the
-/// kernel's probe.
-const DPDK_SCENARIOS: [&str; 9] = [
+/// What a stack other than bookworm runs: the RDMA and DPDK scenarios
+/// (issue 21's item 2 and the userspace's own checks), after the kernel's
+/// probe. The kernel's own scenarios (`kernel-tcp` ...) are left to the
+/// stack whose kernel they test.
+const USERSPACE_SCENARIOS: [&str; 13] = [
     "kernel-probe",
+    "rdma-probe",
+    "rdma-devinfo",
+    "rdma-mr",
     "dpdk-probe",
     "dpdk-rust-1q",
     "dpdk-rust-4q",
+    "dpdk-mtu",
     "dpdk-c",
     "dpdk-c-4q",
     "dpdk-iface-up",
@@ -84,7 +90,7 @@ pub const STACKS: [Stack; 2] = [
         c_driver: CDriver::Packaged("/usr/lib/x86_64-linux-gnu/librte_net_mana.so.25"),
         testpmd_eal: "--log-level=bus.pci:info",
         max_descriptors: 2048,
-        scenarios: Some(&DPDK_SCENARIOS),
+        scenarios: Some(&USERSPACE_SCENARIOS),
     },
 ];
 
