@@ -74,3 +74,12 @@ fn guest_tier() {
 fn guest_tier_backports_kernel() {
     run("bookworm", Some("kernel-backports"), &BACKPORTS);
 }
+
+/// Debian trixie's userspace under the same 6.12 kernel: rdma-core 56.1's
+/// libibverbs/libmana, DPDK 24.11.8's testpmd with our PMD built against
+/// 24.11 (`scripts/guest.sh --stack trixie` builds it), and trixie's own
+/// packaged C `net/mana` (`librte-net-mana25`).
+#[test]
+fn guest_tier_trixie_stack() {
+    run("trixie", None, &[]);
+}

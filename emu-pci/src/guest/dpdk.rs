@@ -6,7 +6,6 @@
 use super::peer::{self, LinkCounters};
 use super::scenarios::{ipv4_frame, udp, Outcome, Tier, MAC, MAC_STR, PCI};
 use super::stack::{CDriver, Stack};
-use crate::rdma::CAP_MAX_QP;
 use crate::vfio::lock;
 use mana_emu::device::{Fault, PortCounters, QueueCounters, Trigger};
 use std::time::{Duration, Instant};
@@ -116,8 +115,10 @@ impl Tier {
             "Probe PCI driver: net_mana (1414:00ba) device: 0000:00:01.0",
             "MAC address: 00:15:5D:4E:0A:01",
             "Driver name: net_mana",
-            &format!("Max possible RX queues: {CAP_MAX_QP}"),
-            &format!("Max possible TX queues: {CAP_MAX_QP}"),
+            // Our PMD spreads RX over a 64-entry RSS table: no more RX
+            // queues than that.
+            &format!("Max possible RX queues: {}", self.stack.max_queues.min(64)),
+            &format!("Max possible TX queues: {}", self.stack.max_queues),
             &format!("Max possible number of RXDs per queue: {desc}"),
             &format!("Max possible number of TXDs per queue: {desc}"),
             "Max segment number per packet: 15",
@@ -148,8 +149,10 @@ impl Tier {
         self.device_check("after testpmd")?;
         self.kernel_log_clean("after testpmd")?;
         Ok(format!(
-            "testpmd (DPDK {}) + our PMD probed 0000:00:01.0 port 1 (00:15:5d:4e:0a:01, {CAP_MAX_QP} queues, {desc} descriptors) through libmana (rdma-core {})/mana_ib; {pds} PD(s) made and destroyed",
+            "testpmd (DPDK {}) + our PMD probed 0000:00:01.0 port 1 (00:15:5d:4e:0a:01, {} RX / {} TX queues, {desc} descriptors) through libmana (rdma-core {})/mana_ib; {pds} PD(s) made and destroyed",
             self.stack.dpdk,
+            self.stack.max_queues.min(64),
+            self.stack.max_queues,
             self.stack.rdma_core
         ))
     }

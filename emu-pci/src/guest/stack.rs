@@ -5,6 +5,9 @@
 //! else; `emu-pci/README.md`'s fidelity record says why each value is what
 //! it is.
 
+use crate::gdma::MAX_WQS;
+use crate::rdma::CAP_MAX_QP;
+
 /// Where the guest finds DPDK's C `net/mana`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CDriver {
@@ -37,6 +40,11 @@ pub struct Stack {
     /// driver" line at INFO under its own log type, whose default level is
     /// NOTICE (22.11 logged it under EAL, shown by default).
     pub testpmd_eal: &'static str,
+    /// The queues our PMD reports: the IB device's `max_qp`, which 6.12's
+    /// `mana_ib` takes from the adapter's caps (`CAP_MAX_QP`) and 7.x's
+    /// Ethernet IB device (`manae_0`) from `GDMA_QUERY_MAX_RESOURCES`
+    /// (the device's SQs, half its WQs).
+    pub max_queues: u32,
     /// The descriptors per queue our PMD reports on this stack's libmana:
     /// rdma-core 44's refuses CQs deeper than 256 entries (our PMD tries one
     /// at probe and falls back), 56's takes the device's `max_cqe` (2048).
@@ -66,8 +74,25 @@ const USERSPACE_SCENARIOS: [&str; 13] = [
     "dpdk-reset-rescan",
 ];
 
+/// What trixie-bpo (7.x: two IB devices per function, `mana_serv_reset`)
+/// runs: the DPDK scenarios and the device-raised service reset. The
+/// `rdma-*` scenarios are written for 6.12's one IB device.
+const BACKPORTS_SCENARIOS: [&str; 11] = [
+    "kernel-probe",
+    "dpdk-probe",
+    "dpdk-rust-1q",
+    "dpdk-rust-4q",
+    "dpdk-mtu",
+    "dpdk-c",
+    "dpdk-c-4q",
+    "dpdk-iface-up",
+    "dpdk-reset",
+    "dpdk-reset-rescan",
+    "dpdk-service-reset",
+];
+
 /// The stacks, in the order `--matrix` runs them.
-pub const STACKS: [Stack; 2] = [
+pub const STACKS: [Stack; 3] = [
     Stack {
         name: "bookworm",
         kernel: "kernel",
@@ -77,6 +102,7 @@ pub const STACKS: [Stack; 2] = [
         mempool_ring: "/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23",
         c_driver: CDriver::Built,
         testpmd_eal: "",
+        max_queues: CAP_MAX_QP,
         max_descriptors: 256,
         scenarios: None,
     },
@@ -89,8 +115,22 @@ pub const STACKS: [Stack; 2] = [
         mempool_ring: "/usr/lib/x86_64-linux-gnu/dpdk/pmds-25.0/librte_mempool_ring.so.25",
         c_driver: CDriver::Packaged("/usr/lib/x86_64-linux-gnu/librte_net_mana.so.25"),
         testpmd_eal: "--log-level=bus.pci:info",
+        max_queues: CAP_MAX_QP,
         max_descriptors: 2048,
         scenarios: Some(&USERSPACE_SCENARIOS),
+    },
+    Stack {
+        name: "trixie-bpo",
+        kernel: "kernel-backports",
+        rootfs: "rootfs-trixie",
+        rdma_core: "56.1",
+        dpdk: "24.11",
+        mempool_ring: "/usr/lib/x86_64-linux-gnu/dpdk/pmds-25.0/librte_mempool_ring.so.25",
+        c_driver: CDriver::Packaged("/usr/lib/x86_64-linux-gnu/librte_net_mana.so.25"),
+        testpmd_eal: "--log-level=bus.pci:info",
+        max_queues: MAX_WQS / 2,
+        max_descriptors: 2048,
+        scenarios: Some(&BACKPORTS_SCENARIOS),
     },
 ];
 
@@ -112,17 +152,24 @@ pub fn by_name(name: &str) -> Result<&'static Stack, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::guest::scenarios::SCENARIOS;
+    use crate::guest::scenarios::{OPT_IN_SCENARIOS, SCENARIOS};
 
     #[test]
     fn stacks_name_known_scenarios() {
         for s in &STACKS {
             for sc in s.scenarios.unwrap_or(&SCENARIOS) {
-                assert!(SCENARIOS.contains(sc), "{}: {sc}", s.name);
+                assert!(
+                    SCENARIOS.contains(sc) || OPT_IN_SCENARIOS.contains(sc),
+                    "{}: {sc}",
+                    s.name
+                );
             }
         }
         assert_eq!(by_name("trixie").unwrap().dpdk, "24.11");
         let e = by_name("jessie").unwrap_err();
-        assert_eq!(e, "unknown stack \"jessie\" (known: bookworm, trixie)");
+        assert_eq!(
+            e,
+            "unknown stack \"jessie\" (known: bookworm, trixie, trixie-bpo)"
+        );
     }
 }
