@@ -26,7 +26,8 @@
 # runs it). MANA_GUEST_BIN names a prebuilt mana-guest (the cargo test uses
 # its own); otherwise it is built here. MANA_GUEST_PMD / MANA_GUEST_C_PMD
 # name the PMDs the dpdk-* scenarios put in the guest (ours, DPDK 22.11's C
-# driver for bookworm); otherwise they are built here: ours against the
+# driver for bookworm), MANA_GUEST_PREFLIGHT the mana-preflight binary of
+# the preflight scenario; otherwise they are built here: our PMD against the
 # stack's DPDK (bookworm's installed 22.11; for trixie the 24.11 release
 # scripts/dpdk.sh caches, the same ABI as trixie's 24.11.8, in
 # target/dpdk-matrix like scripts/matrix.sh).
@@ -57,6 +58,11 @@ bin=${MANA_GUEST_BIN:-}
 if [ -z "$bin" ]; then
     cargo build -q --locked -p mana-pci --bin mana-guest
     bin=$PWD/target/debug/mana-guest
+fi
+# mana-preflight for the preflight scenario, unless one is named.
+if [ -z "${MANA_GUEST_PREFLIGHT:-}" ]; then
+    cargo build -q --locked -p mana-preflight --bin mana-preflight
+    export MANA_GUEST_PREFLIGHT=$PWD/target/debug/mana-preflight
 fi
 
 # Builds what stack $1 needs and runs mana-guest on it with "$@" after.

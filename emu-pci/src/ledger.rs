@@ -25,6 +25,12 @@ pub struct Ledger {
     /// HWC establish / destroy handshakes completed.
     pub hwc_established: u64,
     pub hwc_destroyed: u64,
+    /// Requests taken off the SQ after the device raised a service reset
+    /// and left unanswered (the hardware no longer answers then), by name.
+    pub unanswered_in_reset: BTreeMap<String, u64>,
+    /// Objects still alive when the HWC of a service reset went away: the
+    /// reset took them (the driver could not destroy them unanswered).
+    pub taken_by_reset: Vec<String>,
 }
 
 /// The log name of a raw request code.
@@ -42,6 +48,9 @@ fn bump(m: &mut BTreeMap<String, u64>, k: &str) {
 impl Ledger {
     pub fn received(&mut self, name: &str) {
         bump(&mut self.received, name);
+    }
+    pub fn unanswered_in_reset(&mut self, name: &str) {
+        bump(&mut self.unanswered_in_reset, name);
     }
     pub fn answered(&mut self, name: &str, status: u32, unimplemented: bool) {
         if status == 0 {

@@ -247,7 +247,27 @@ impl Driver {
     }
 
     fn up() -> Driver {
-        let mut d = Driver::new();
+        Driver::new().bring_up()
+    }
+
+    /// A new HWC on the same function, its queues' memory cleared as the
+    /// driver allocates them anew (a resume).
+    fn up_again(self) -> Driver {
+        for q in [EQ, CQ, RQ, SQ] {
+            self.write(q, &[0u8; 4096]);
+        }
+        let _ = self.interrupts();
+        let mut fresh = Driver::new();
+        fresh.dev = self.dev;
+        fresh.mem = self.mem;
+        fresh.irq = self.irq;
+        fresh.bring_up()
+    }
+
+    /// `mana_hwc_create_channel`: establish, read the parameters up to
+    /// INIT_DONE, re-arm, post a receive buffer.
+    fn bring_up(self) -> Driver {
+        let mut d = self;
         let h = d.establish();
         assert!(
             h.direction() && !h.owner_is_pf() && h.status() == 0,
@@ -1271,4 +1291,59 @@ fn rnic_queues_go_with_the_adapter() {
     );
     // The CQ's region went with it.
     assert_eq!(d.dev.regions.len(), 0, "EQ region and CQ region released");
+}
+
+/// After the device raises `GDMA_EQE_HWC_RESET_REQUEST` it answers no
+/// more requests (the kernel's `mana_serv_reset` no longer waits: "HWC is
+/// not responding"): each is taken off the SQ (its completion comes) and
+/// left unanswered, counted apart from the requests a working HWC owes.
+/// What the driver could not destroy goes with the HWC's teardown, taken by
+/// the reset, not the driver's leak; a new HWC answers again.
+/// (Failed before: the device answered, the answer raced the kernel's zero
+/// timeout, and a reused request buffer was executed twice.)
+#[test]
+fn a_service_reset_leaves_the_teardown_unanswered() {
+    let mut d = Driver::up();
+    let mut pd = CreatePdReq::new_zeroed();
+    pd.hdr = req_hdr(RequestCode::GDMA_CREATE_PD, 48, 48);
+    let p = CreatePdResp::decode(&d.request(pd.as_mut_bytes())).unwrap();
+    assert_eq!(p.hdr.status.get(), 0);
+
+    d.dev.service_reset().unwrap();
+    let e = d.next_eqe().expect("the reset request event");
+    assert_eq!(
+        EqeType::from_raw(e.info.ty()),
+        Some(EqeType::GDMA_EQE_HWC_RESET_REQUEST)
+    );
+    let mut destroy = DestroyPdReq::new_zeroed();
+    destroy.hdr = req_hdr(RequestCode::GDMA_DESTROY_PD, 48, 32);
+    destroy.pd_handle = p.pd_handle;
+    d.send(destroy.as_mut_bytes());
+    assert!(matches!(d.next_cqe(), Some((true, _, _))), "SQ completion");
+    assert!(d.next_cqe().is_none(), "no response");
+    assert_eq!(d.dev.ledger.unanswered(), 0);
+    assert_eq!(
+        d.dev.ledger.unanswered_in_reset.get("GDMA_DESTROY_PD"),
+        Some(&1)
+    );
+    assert!(!d.dev.ledger.received.contains_key("GDMA_DESTROY_PD"));
+
+    let hdr = SmcHeader::request(SMC_MSG_TYPE_DESTROY_HWC, false);
+    d.dev
+        .bar0_write(SMC_OFFSET + 28, &hdr.to_raw().to_le_bytes());
+    assert!(d.dev.hwc.is_none());
+    assert!(d.dev.ledger.leaked.is_empty(), "{:?}", d.dev.ledger.leaked);
+    assert_eq!(d.dev.ledger.taken_by_reset.len(), 1);
+    assert!(
+        d.dev.ledger.taken_by_reset[0].contains("PD"),
+        "{:?}",
+        d.dev.ledger.taken_by_reset
+    );
+
+    // The resume: a new HWC that answers.
+    let mut d = d.up_again();
+    let p = CreatePdResp::decode(&d.request(pd.as_mut_bytes())).unwrap();
+    assert_eq!(p.hdr.status.get(), 0);
+    assert_eq!(d.dev.ledger.unanswered(), 0);
+    assert_eq!(d.dev.ledger.hwc_established, 2);
 }

@@ -24,7 +24,7 @@ const IFF_UP: u32 = 1;
 pub struct Roots {
     /// `/sys`, or the emulator's tree.
     pub sys: PathBuf,
-    /// `/proc` (`sys/kernel/osrelease`, `mounts`, `net/route`).
+    /// `/proc` (`sys/kernel/osrelease`, `mounts`, `net/route`, `meminfo`).
     pub proc: PathBuf,
 }
 
@@ -252,24 +252,91 @@ pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
-/// rdma-core's version and whether libmana is installed, from the
-/// dynamic linker's cache and dpkg (None: not found).
-fn rdma_core() -> (Option<String>, bool) {
+/// Directories the dynamic linker searches without its cache (Debian's
+/// multiarch ones first).
+fn library_dirs() -> Vec<PathBuf> {
+    let multiarch = format!("{}-linux-gnu", std::env::consts::ARCH);
+    [
+        format!("/lib/{multiarch}"),
+        format!("/usr/lib/{multiarch}"),
+        "/lib64".into(),
+        "/usr/lib64".into(),
+        "/lib".into(),
+        "/usr/lib".into(),
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .collect()
+}
+
+/// Where `libmana.so.1` is: the dynamic linker's cache as `ldconfig -p`
+/// prints it, else the first of `dirs` holding it (a system without
+/// `ldconfig` or its cache still loads it from there).
+pub fn find_libmana(ldconfig_p: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
+    ldconfig_p
+        .lines()
+        .find_map(|l| {
+            let l = l.trim();
+            l.starts_with("libmana.so.1 ")
+                .then(|| l.rsplit_once("=> "))
+                .flatten()
+                .map(|(_, p)| PathBuf::from(p.trim()))
+        })
+        .or_else(|| {
+            dirs.iter()
+                .map(|d| d.join("libmana.so.1"))
+                .find(|p| p.exists())
+        })
+}
+
+/// rdma-core's version from the file `libmana.so.1` resolves to, which
+/// rdma-core names `libmana.so.1.0.<its version>` (`44.0`).
+pub fn rdma_core_version_of(libmana: &Path) -> Option<String> {
+    let real = fs::canonicalize(libmana).ok()?;
+    let v = real
+        .file_name()?
+        .to_str()?
+        .strip_prefix("libmana.so.1.0.")?;
+    (!v.is_empty()).then(|| v.to_string())
+}
+
+/// rdma-core's version (dpkg's, else libmana's file name) and where
+/// libmana is (None: not found).
+fn rdma_core() -> (Option<String>, Option<PathBuf>) {
     let ldconfig = std::process::Command::new("ldconfig")
         .arg("-p")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
-    let libmana = ldconfig.contains("libmana.so.1");
-    let version = ["ibverbs-providers", "rdma-core"].iter().find_map(|pkg| {
-        let o = std::process::Command::new("dpkg-query")
-            .args(["-W", "-f", "${Version}", pkg])
-            .output()
-            .ok()?;
-        let v = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        (o.status.success() && !v.is_empty()).then_some(v)
-    });
+    let libmana = find_libmana(&ldconfig, &library_dirs());
+    let version = ["ibverbs-providers", "rdma-core"]
+        .iter()
+        .find_map(|pkg| {
+            let o = std::process::Command::new("dpkg-query")
+                .args(["-W", "-f", "${Version}", pkg])
+                .output()
+                .ok()?;
+            let v = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            (o.status.success() && !v.is_empty()).then_some(v)
+        })
+        .or_else(|| libmana.as_deref().and_then(rdma_core_version_of));
     (version, libmana)
+}
+
+/// The 2 MiB hugepages to reserve: seed 001's 1024 (2 GiB), or a quarter
+/// of the memory (`MemTotal` of `/proc/meminfo`) when that is less, so
+/// that a small VM keeps room to run.
+pub fn hugepages_wanted(meminfo: Option<&str>) -> u64 {
+    let total_kb = meminfo.and_then(|m| {
+        m.lines().find_map(|l| {
+            l.strip_prefix("MemTotal:")?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+    });
+    total_kb.map_or(1024, |kb| (kb / 4 / 2048).clamp(1, 1024))
 }
 
 fn check(name: &str, ok: bool, detail: String, fix: impl FnOnce() -> String) -> Check {
@@ -355,11 +422,13 @@ pub fn inspect(roots: &Roots, select: &[String]) -> Report {
     let (rdma_version, libmana) = rdma_core();
     checks.push(check(
         "rdma-core libmana",
-        libmana,
+        libmana.is_some(),
         format!(
-            "rdma-core {}{}",
+            "rdma-core {}, {}",
             rdma_version.as_deref().unwrap_or("(version unknown)"),
-            if libmana { ", libmana.so.1 present" } else { ", no libmana.so.1" }
+            libmana
+                .as_ref()
+                .map_or("no libmana.so.1".into(), |p| p.display().to_string())
         ),
         || "install rdma-core 44 or later with the mana provider (Debian/Ubuntu: apt install ibverbs-providers libibverbs1). Built rdma-core from source? Its RDMA_DRIVER_MANA id must match the kernel's (seed 001, \"Version mismatch for rdma-core\")".into(),
     ));
@@ -405,11 +474,12 @@ pub fn inspect(roots: &Roots, select: &[String]) -> Report {
         .iter()
         .filter_map(|d| read(&d.join("nr_hugepages"))?.parse::<u64>().ok())
         .sum();
+    let wanted = hugepages_wanted(read(&roots.proc.join("meminfo")).as_deref());
     checks.push(check(
         "hugepages",
         pages > 0,
         format!("{pages} reserved"),
-        || "echo 1024 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages (2 GiB in 2 MiB pages); DPDK otherwise stops with \"Cannot get hugepage information\"".into(),
+        || format!("echo {wanted} > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages ({} MiB in 2 MiB pages{}); DPDK otherwise stops with \"Cannot get hugepage information\"", wanted * 2, if wanted < 1024 { ", a quarter of the memory" } else { "" }),
     ));
     if pages > 0 {
         let mounted = read(&roots.proc.join("mounts")).is_some_and(|m| m.contains("hugetlbfs"));
@@ -417,7 +487,7 @@ pub fn inspect(roots: &Roots, select: &[String]) -> Report {
             "hugetlbfs",
             mounted,
             if mounted { "mounted".into() } else { "not mounted".into() },
-            || "mount -t hugetlbfs nodev /dev/hugepages (systemd mounts it at boot on most distributions)".into(),
+            || "mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages (systemd mounts it at boot on most distributions)".into(),
         ));
     }
     // The synthetic NICs of the checked ports: their netvsc masters.
@@ -425,6 +495,7 @@ pub fn inspect(roots: &Roots, select: &[String]) -> Report {
         .iter()
         .filter_map(|(_, p)| p.master.as_deref())
         .collect();
+    let mut paired = false;
     for n in &nics {
         let theirs = n.netdev.as_deref().is_some_and(|d| masters.contains(&d))
             || (n.netdev.is_none() && n.driver.as_deref() == Some("uio_hv_generic"));
@@ -447,6 +518,14 @@ pub fn inspect(roots: &Roots, select: &[String]) -> Report {
                 format!("for DPDK's netvsc PMD hand it to uio_hv_generic: modprobe uio_hv_generic; echo {NET_CLASS} > /sys/bus/vmbus/drivers/uio_hv_generic/new_id; echo {u} > /sys/bus/vmbus/drivers/hv_netvsc/unbind; echo {u} > /sys/bus/vmbus/drivers/uio_hv_generic/bind (or mana-preflight --apply)", u = n.uuid)
             },
         );
+        c.netvsc_only = true;
+        checks.push(c);
+        paired = true;
+    }
+    if !paired && !targets.is_empty() {
+        let mut c = check("synthetic NIC", false, "none".into(), || {
+            format!("no synthetic NIC (VMBus device of class {NET_CLASS}) pairs with the port: DPDK's netvsc PMD needs one, so only the direct use (-a) works here (on Azure each accelerated NIC has one: its netdev is the MANA netdev's master)")
+        });
         c.netvsc_only = true;
         checks.push(c);
     }
@@ -592,8 +671,9 @@ fn set_up(roots: &Roots, name: &str, up: bool) -> Result<(), String> {
 }
 
 /// Seed 001's preparation for the ports `select` names (their MAC, MANA
-/// netdev or netvsc master): both interfaces down, 1024 2 MiB hugepages
-/// when none are reserved, the synthetic NIC moved to `uio_hv_generic`.
+/// netdev or netvsc master): both interfaces down, [`hugepages_wanted`]
+/// 2 MiB hugepages when none are reserved, the synthetic NIC moved to
+/// `uio_hv_generic`.
 /// Returns what it changed (also when a step fails: `Err` carries it).
 pub fn prepare(roots: &Roots, select: &[String]) -> Result<Changes, (Changes, String)> {
     let mut ch = Changes::default();
@@ -638,8 +718,14 @@ pub fn prepare(roots: &Roots, select: &[String]) -> Result<Changes, (Changes, St
         .join("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
     let have: u64 = read(&nr).and_then(|s| s.parse().ok()).unwrap_or(0);
     if have == 0 {
-        if let Err(e) = write(&nr, "1024\n") {
+        let wanted = hugepages_wanted(read(&roots.proc.join("meminfo")).as_deref());
+        if let Err(e) = write(&nr, &format!("{wanted}\n")) {
             return Err((ch, e));
+        }
+        // The kernel reserves what it can find, silently.
+        let got: u64 = read(&nr).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if got == 0 {
+            return Err((ch, format!("the kernel reserved none of the {wanted} hugepages asked in {}: free memory is short or fragmented; reserve them at boot (hugepages={wanted} on the kernel command line)", nr.display())));
         }
         ch.hugepages.push((nr, have));
     }
@@ -702,4 +788,58 @@ pub fn undo(roots: &Roots, ch: &Changes) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A machine without `ldconfig` or its cache (the guest tier's busybox
+    /// userspace): libmana found in the linker's directories, and
+    /// rdma-core's version read from its file name. Both failed before
+    /// ("no libmana.so.1", version unknown) though testpmd loaded it.
+    #[test]
+    fn libmana_is_found_without_ldconfig_and_names_its_version() {
+        let dir = std::env::temp_dir().join(format!("preflight-libs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let (empty, libs) = (dir.join("empty"), dir.join("lib"));
+        fs::create_dir_all(&empty).unwrap();
+        fs::create_dir_all(&libs).unwrap();
+        fs::write(libs.join("libmana.so.1.0.44.0"), b"").unwrap();
+        std::os::unix::fs::symlink("libmana.so.1.0.44.0", libs.join("libmana.so.1")).unwrap();
+
+        let found = find_libmana("", &[empty.clone(), libs.clone()]);
+        assert_eq!(found, Some(libs.join("libmana.so.1")));
+        assert_eq!(
+            rdma_core_version_of(&libs.join("libmana.so.1")).as_deref(),
+            Some("44.0")
+        );
+        assert_eq!(find_libmana("", std::slice::from_ref(&empty)), None);
+        // The linker's cache comes first.
+        let cache = "4 libs found in cache `/etc/ld.so.cache'\n\
+                     \tlibmana.so (libc6,x86-64) => /x/libmana.so\n\
+                     \tlibmana.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libmana.so.1\n";
+        assert_eq!(
+            find_libmana(cache, std::slice::from_ref(&libs)),
+            Some(PathBuf::from("/lib/x86_64-linux-gnu/libmana.so.1"))
+        );
+        // Not rdma-core's naming: no version made up.
+        assert_eq!(rdma_core_version_of(&empty), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// 1024 pages (2 GiB) where there is room, a quarter of the memory
+    /// where there is not: the guest tier's 512 MiB VM got 1024 asked
+    /// before, more than it has.
+    #[test]
+    fn hugepages_wanted_follows_the_memory() {
+        assert_eq!(hugepages_wanted(None), 1024);
+        let mem = |kb: u64| format!("MemTotal:       {kb} kB\nMemFree:        1000 kB\n");
+        assert_eq!(hugepages_wanted(Some(&mem(16 << 20))), 1024);
+        assert_eq!(hugepages_wanted(Some(&mem(8 << 20))), 1024);
+        assert_eq!(hugepages_wanted(Some(&mem(4 << 20))), 512);
+        assert_eq!(hugepages_wanted(Some(&mem(479_000))), 58);
+        assert_eq!(hugepages_wanted(Some(&mem(1000))), 1);
+        assert_eq!(hugepages_wanted(Some("garbage")), 1024);
+    }
 }

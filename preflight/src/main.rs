@@ -124,7 +124,13 @@ fn main() -> ExitCode {
             println!("set {n} down");
         }
         for (p, was) in &ch.hugepages {
-            println!("reserved 1024 hugepages in {} (was {was})", p.display());
+            // What the kernel reserved, which may be fewer than asked.
+            let now = std::fs::read_to_string(p).unwrap_or_default();
+            println!(
+                "reserved {} hugepages in {} (was {was})",
+                now.trim(),
+                p.display()
+            );
         }
         for u in &ch.moved {
             println!("moved synthetic NIC {u} from hv_netvsc to uio_hv_generic");

@@ -65,7 +65,9 @@ impl Device {
             .as_ref()
             .map(|h| h.eq)
             .ok_or("no HWC: the driver is not bound")?;
-        log::info!("service reset requested: GDMA_EQE_HWC_RESET_REQUEST on EQ {eq}");
+        log::info!("service reset requested: GDMA_EQE_HWC_RESET_REQUEST on EQ {eq}; the HWC answers no more requests until it is torn down");
+        self.hwc.as_mut().expect("checked above").reset_requested = true;
+        self.quiesce_vport_rx();
         self.post_eqe(eq, EqeType::GDMA_EQE_HWC_RESET_REQUEST, 0);
         Ok(())
     }

@@ -46,6 +46,13 @@ pub struct Hwc {
     pub sq: HwcWq,
     /// Responses waiting for a receive buffer.
     pub pending: VecDeque<Vec<u8>>,
+    /// The device raised `GDMA_EQE_HWC_RESET_REQUEST`: from then on it
+    /// takes requests off the SQ and answers none, as the hardware does
+    /// (the kernel's `mana_serv_reset` stops waiting: "HWC is not
+    /// responding"). Answering would race the kernel's zero timeout: a
+    /// late answer fails the caller anyway, and the kernel reuses the
+    /// request buffer for its next request before the device reads it.
+    pub reset_requested: bool,
 }
 
 fn one_page(dev: &Device, what: &str, gpa: u64) -> Result<Ring, String> {
@@ -114,6 +121,7 @@ impl Hwc {
                 tail: 0,
             },
             pending: VecDeque::new(),
+            reset_requested: false,
         })
     }
 
@@ -224,8 +232,17 @@ impl Device {
                     continue;
                 }
             };
-            let resp = self.handle_request(&msg);
             let sq_id = self.hwc.as_ref().unwrap().sq.id;
+            if self.hwc.as_ref().unwrap().reset_requested {
+                let name = gdma::control::ReqHdr::decode(&msg)
+                    .map(|h| crate::ledger::request_name(h.req.msg_type.get()))
+                    .unwrap_or_else(|_| "malformed request".into());
+                log::debug!("{name} during the service reset: taken, not answered");
+                self.ledger.unanswered_in_reset(&name);
+                self.hwc_complete(sq_id, true, off, 0);
+                continue;
+            }
+            let resp = self.handle_request(&msg);
             self.hwc_complete(sq_id, true, off, 0);
             self.hwc.as_mut().unwrap().pending.push_back(resp);
             self.hwc_deliver();

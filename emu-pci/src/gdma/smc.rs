@@ -97,8 +97,23 @@ impl Device {
                 ),
             );
         }
+        let in_reset = hwc.reset_requested;
         hwc.release(self);
-        self.reset_objects("HWC teardown");
+        if in_reset {
+            // What the driver could not destroy unanswered goes with the
+            // reset, as on the hardware: not the driver's leak.
+            let taken = self.take_objects();
+            if !taken.is_empty() {
+                log::info!(
+                    "service reset: {} objects the driver could not destroy unanswered go with it: {}",
+                    taken.len(),
+                    taken.join(", ")
+                );
+            }
+            self.ledger.taken_by_reset.extend(taken);
+        } else {
+            self.reset_objects("HWC teardown");
+        }
         self.ledger.hwc_destroyed += 1;
         log::info!("HWC destroyed");
     }
@@ -106,6 +121,14 @@ impl Device {
     /// Destroys every object the driver left (recording each as leaked):
     /// what the function holds when its HWC goes away or it is reset.
     pub(crate) fn reset_objects(&mut self, when: &str) {
+        for l in self.take_objects() {
+            log::warn!("{when}: {l} was still alive; destroyed by the device");
+            self.ledger.leaked.push(l);
+        }
+    }
+
+    /// Destroys every object but the HWC's; describes each.
+    fn take_objects(&mut self) -> Vec<String> {
         let mut leaked = Vec::new();
         for (id, eq) in std::mem::take(&mut self.eqs) {
             leaked.push(format!("EQ {id} (owner {:#x})", eq.owner.as_u32()));
@@ -133,9 +156,6 @@ impl Device {
             hwc.reserve_ids(self);
             self.hwc = Some(hwc);
         }
-        for l in leaked {
-            log::warn!("{when}: {l} was still alive; destroyed by the device");
-            self.ledger.leaked.push(l);
-        }
+        leaked
     }
 }

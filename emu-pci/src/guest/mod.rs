@@ -6,6 +6,7 @@ pub mod console;
 pub mod dpdk;
 pub mod initramfs;
 pub mod peer;
+pub mod preflight;
 pub mod rdma;
 pub mod scenarios;
 pub mod stack;

@@ -899,7 +899,7 @@ pub(super) fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Ve
 pub const OPT_IN_SCENARIOS: [&str; 2] = ["kernel-service-reset", "dpdk-service-reset"];
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 18] = [
+pub const SCENARIOS: [&str; 19] = [
     "kernel-probe",
     "kernel-ping",
     "kernel-tcp",
@@ -918,6 +918,7 @@ pub const SCENARIOS: [&str; 18] = [
     "dpdk-iface-up",
     "dpdk-reset",
     "dpdk-reset-rescan",
+    "preflight",
 ];
 
 impl Tier {
@@ -941,6 +942,7 @@ impl Tier {
             "dpdk-iface-up" => self.dpdk_iface_up(),
             "dpdk-reset" => self.dpdk_reset(),
             "dpdk-reset-rescan" => self.dpdk_reset_rescan(),
+            "preflight" => self.preflight(),
             "kernel-service-reset" => self.service_reset(),
             "dpdk-service-reset" => self.dpdk_service_reset(),
             _ => Err(format!("unknown scenario {name}")),

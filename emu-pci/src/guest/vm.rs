@@ -40,6 +40,10 @@ pub struct Pieces {
     /// beside it, put in the guest at [`GUEST_C_PMD`] and
     /// [`GUEST_QSTATE_SHIM`] when `MANA_GUEST_C_PMD` names the driver.
     pub c_pmd: Option<(PathBuf, PathBuf)>,
+    /// The `mana-preflight` binary, put in the guest at
+    /// [`GUEST_PREFLIGHT`] when `MANA_GUEST_PREFLIGHT` names it
+    /// (scripts/guest.sh builds it).
+    pub preflight: Option<PathBuf>,
 }
 
 /// Where the guest finds our PMD.
@@ -49,6 +53,8 @@ pub const GUEST_C_PMD: &str = "/usr/lib/net-mana/librte_net_mana_upstream.so";
 /// Where the guest finds the testpmd queue-state shim the 22.11 C driver
 /// needs (tests/upstream/queue-state-shim.c says why).
 pub const GUEST_QSTATE_SHIM: &str = "/usr/lib/net-mana/libtestpmd_qstate_shim.so";
+/// Where the guest finds `mana-preflight`.
+pub const GUEST_PREFLIGHT: &str = "/usr/local/bin/mana-preflight";
 
 impl Pieces {
     /// The pieces of `stack`.
@@ -96,13 +102,18 @@ impl Pieces {
                 stack.name, stack.rootfs
             )));
         }
-        let pmd = std::env::var_os("MANA_GUEST_PMD").map(PathBuf::from);
-        if let Some(p) = pmd.as_ref().filter(|p| !p.exists()) {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("MANA_GUEST_PMD names {}, which does not exist", p.display()),
-            ));
-        }
+        let named = |var: &str| -> io::Result<Option<PathBuf>> {
+            let p = std::env::var_os(var).map(PathBuf::from);
+            match p.as_ref().filter(|p| !p.exists()) {
+                Some(p) => Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("{var} names {}, which does not exist", p.display()),
+                )),
+                None => Ok(p),
+            }
+        };
+        let pmd = named("MANA_GUEST_PMD")?;
+        let preflight = named("MANA_GUEST_PREFLIGHT")?;
         // A packaged C driver is in the stack's userspace already.
         let c_pmd = match std::env::var_os("MANA_GUEST_C_PMD")
             .map(PathBuf::from)
@@ -132,6 +143,7 @@ impl Pieces {
             rootfs,
             pmd,
             c_pmd,
+            preflight,
         })
     }
 
@@ -155,6 +167,9 @@ impl Pieces {
         if let Some((pmd, shim)) = &self.c_pmd {
             i.file(GUEST_C_PMD, 0o755, &fs::read(pmd)?);
             i.file(GUEST_QSTATE_SHIM, 0o755, &fs::read(shim)?);
+        }
+        if let Some(p) = &self.preflight {
+            i.file(GUEST_PREFLIGHT, 0o755, &fs::read(p)?);
         }
         Ok(i.finish())
     }

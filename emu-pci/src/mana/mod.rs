@@ -92,6 +92,26 @@ pub struct WqObj {
 }
 
 impl Device {
+    /// The function goes into service (a service reset was raised): the
+    /// port delivers no more frames, so none lands in memory the driver
+    /// frees while its unanswered teardown times out.
+    pub(crate) fn quiesce_vport_rx(&mut self) {
+        let off = VportRx {
+            enabled: false,
+            rss: false,
+            key: self.vport.hash_key,
+            table: Vec::new(),
+            default_rq: 0,
+        };
+        match self.net.hw_set_vport_rx(PORT, &off) {
+            Ok(()) => log::info!("vPort RX off: the function is in service"),
+            Err(e) => self.error(
+                "vport",
+                format_args!("vPort RX off for the service: errno {}", e.0),
+            ),
+        }
+    }
+
     /// Handles a MANA request; `None` for codes the device does not
     /// implement.
     pub(crate) fn mana_request(
