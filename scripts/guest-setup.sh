@@ -98,6 +98,34 @@ if [ ! -f "$chroot_stamp" ] || [ "$(cat "$chroot_stamp")" != "$want_stamp" ]; th
 fi
 qemu_ver=$(chroot "$ROOT" dpkg-query -W -f='${Version}' qemu-system-x86)
 
+# The chroot's apt: its own configuration (trixie + backports), or after
+# `use_suite SUITE` a private one naming only SUITE of the same archive,
+# with its own lists and an empty dpkg status (what the chroot has
+# installed is trixie's, not SUITE's). Nothing in the chroot's /etc/apt
+# changes for it. A mirror frozen in time (a snapshot) serves a sid whose
+# Release file has expired: NET_MANA_APT_VALID_UNTIL=false accepts it (the
+# signature is still checked).
+APT_OPTS=()
+capt() { chroot "$ROOT" apt-get "${APT_OPTS[@]}" "$@"; }
+ccache() { chroot "$ROOT" apt-cache "${APT_OPTS[@]}" "$@"; }
+use_suite() {
+    local suite=$1 d=/var/lib/net-mana-apt/$1 uri
+    if [ "$suite" = "$SUITE" ]; then
+        APT_OPTS=()
+        return
+    fi
+    uri=$(sed -n 's/^URIs: //p' "$ROOT/etc/apt/sources.list.d/debian.sources" | head -1)
+    mkdir -p "$ROOT$d/lists/partial" "$ROOT$d/parts" "$ROOT$d/cache/archives/partial"
+    : >"$ROOT$d/status"
+    printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$uri" "$suite" >"$ROOT$d/debian.sources"
+    APT_OPTS=(-o "Dir::Etc::SourceList=$d/debian.sources" -o "Dir::Etc::SourceParts=$d/parts"
+              -o "Dir::State::Lists=$d/lists" -o "Dir::State::Status=$d/status"
+              -o "Dir::Cache=$d/cache" -o APT::Sandbox::User=root
+              -o Acquire::Check-Valid-Until="${NET_MANA_APT_VALID_UNTIL:-true}")
+    ls "$ROOT$d/lists/"*_Packages* >/dev/null 2>&1 || capt -qq update
+}
+
 # --- 2. the cloud kernels ---------------------------------------------------
 # fetch_kernel DIR PICK: the cloud kernel whose metapackage version matches
 # the awk regex PICK (of `apt-cache madison`), into $G/DIR: vmlinuz, config,
@@ -109,21 +137,21 @@ fetch_kernel() {
     if [ -f "$kdir/.net-mana-kernel" ] && [ "$(cat "$kdir/.net-mana-kernel")" = "$want_kstamp" ]; then
         return 0
     fi
-    chroot "$ROOT" apt-get -qq update
+    capt -qq update
     local meta pkg kv deps
-    meta=$(chroot "$ROOT" apt-cache madison linux-image-cloud-amd64 |
+    meta=$(ccache madison linux-image-cloud-amd64 |
         awk -F' *[|] *' -v pick="$pick" '$2 ~ pick { print $2; exit }')
     [ -n "$meta" ] || { echo "guest-setup.sh: no linux-image-cloud-amd64 matching $pick" >&2; exit 1; }
-    pkg=$(chroot "$ROOT" apt-cache depends "linux-image-cloud-amd64=$meta" |
+    pkg=$(ccache depends "linux-image-cloud-amd64=$meta" |
         sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-cloud-amd64\(-unsigned\)\?\)$/\1/p' | head -1)
     [ -n "$pkg" ] || { echo "guest-setup.sh: linux-image-cloud-amd64 $meta names no kernel image" >&2; exit 1; }
     kv=${pkg#linux-image-}; kv=${kv%-unsigned}
-    deps=$(chroot "$ROOT" apt-cache depends "$pkg" |
+    deps=$(ccache depends "$pkg" |
         sed -n "s/^ *Depends: \(linux-\(base\|binary\|modules\)-$kv\)\$/\1/p")
     log "downloading $pkg $(echo $deps)"
     rm -rf "$kdir" "$ROOT/tmp/kernel-deb"
     mkdir -p "$ROOT/tmp/kernel-deb" "$kdir"
-    chroot "$ROOT" sh -c "cd /tmp/kernel-deb && apt-get -qq -o APT::Sandbox::User=root download $pkg $(echo $deps)"
+    chroot "$ROOT" sh -c "cd /tmp/kernel-deb && apt-get ${APT_OPTS[*]} -qq -o APT::Sandbox::User=root download $pkg $(echo $deps)"
     # Extracted inside the chroot, whose kmod reads the modules' .modinfo.
     local x="$ROOT/tmp/kernel-x" deb
     rm -rf "$x"
@@ -180,6 +208,10 @@ fetch_kernel() {
 # handles the device's service-reset event (emu-pci/README.md).
 fetch_kernel kernel '^6[.]12[.]'
 fetch_kernel kernel-backports 'bpo'
+# sid's (issue 21's `sid` stack).
+use_suite sid
+fetch_kernel kernel-sid '.'
+use_suite "$SUITE"
 kver=$(cat "$G/kernel/version")
 
 # --- 3. the guest's base userspace ------------------------------------------
@@ -269,16 +301,21 @@ stack_rootfs() {
     local name=$1 dir="$G/rootfs-$1" debs="$G/debs-$1"
     shift
     local stamp="$dir/.net-mana-rootfs"
-    local want="v2 $* ${STACK_BINS[*]} $(cat "$rootfs_stamp")"
+    local want="v2 ${APT_OPTS[*]:+${APT_OPTS[*]} }$* ${STACK_BINS[*]} $(cat "$rootfs_stamp")"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         return 0
     fi
     log "assembling stack $name's userspace in $dir"
+    # Another suite than the chroot's brings its own glibc: everything is
+    # taken from its packages, and resolved by its own dynamic loader.
+    local own_libc=0
+    [ ${#APT_OPTS[@]} -eq 0 ] || own_libc=1
+    installed() { [ $own_libc = 1 ] || chroot "$ROOT" dpkg-query -W -f='${Package}\n'; }
     local dep_opts=(--no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances)
     local top=() p
     for p in "$@"; do
         if [ "$p" = dpdk-dev ]; then
-            mapfile -t -O "${#top[@]}" top < <(chroot "$ROOT" apt-cache depends "${dep_opts[@]}" dpdk-dev |
+            mapfile -t -O "${#top[@]}" top < <(ccache depends "${dep_opts[@]}" dpdk-dev |
                 sed -n 's/^ *|\?Depends: //p' | grep -v '^<' | grep -vx 'libdpdk-dev\|python3')
         else
             top+=("$p")
@@ -287,15 +324,15 @@ stack_rootfs() {
     # The run-time libraries (lib*, no -dev) of the closure, and the named
     # packages; not what the chroot has installed (its files are taken from it).
     local all
-    all=$( (chroot "$ROOT" apt-cache depends --recurse "${dep_opts[@]}" "${top[@]}" |
+    all=$( (ccache depends --recurse "${dep_opts[@]}" "${top[@]}" |
             grep -v '^[ <]' | grep -x 'lib.*' | grep -v -e '-dev$' -e '^libpython'; printf '%s\n' "$@") |
-        sort -u | comm -23 - <(chroot "$ROOT" dpkg-query -W -f='${Package}\n' | sort -u))
+        sort -u | comm -23 - <(installed | sort -u))
     rm -rf "$ROOT/tmp/stack-debs" "$debs"
     mkdir -p "$ROOT/tmp/stack-debs"
     log "downloading $(echo "$all" | wc -l) packages of $name ($*)"
-    chroot "$ROOT" sh -c "cd /tmp/stack-debs && apt-get -qq -o APT::Sandbox::User=root download $(echo $all)" || {
-        chroot "$ROOT" apt-get -qq update
-        chroot "$ROOT" sh -c "cd /tmp/stack-debs && apt-get -qq -o APT::Sandbox::User=root download $(echo $all)"
+    chroot "$ROOT" sh -c "cd /tmp/stack-debs && apt-get ${APT_OPTS[*]} -qq -o APT::Sandbox::User=root download $(echo $all)" || {
+        capt -qq update
+        chroot "$ROOT" sh -c "cd /tmp/stack-debs && apt-get ${APT_OPTS[*]} -qq -o APT::Sandbox::User=root download $(echo $all)"
     }
     mv "$ROOT/tmp/stack-debs" "$debs"
     local stage="$ROOT/tmp/stack-stage" d
@@ -307,6 +344,12 @@ stack_rootfs() {
     rm -rf "$dir/usr/lib/x86_64-linux-gnu" "$dir/etc/libibverbs.d" "$dir/usr/local/bin/dpdk-testpmd"
     rm -f "$dir/usr/bin/ibv_"* "$dir"/lib/x86_64-linux-gnu/libnl*
     local L=/usr/lib/x86_64-linux-gnu lib real from
+    local resolve=(chroot "$ROOT" env LD_LIBRARY_PATH="/tmp/stack-stage$L:/tmp/stack-stage/lib/x86_64-linux-gnu" ldd)
+    if [ $own_libc = 1 ]; then
+        rm -f "$dir"/lib/x86_64-linux-gnu/{libc.so.6,libm.so.6,ld-linux-x86-64.so.2} "$dir/lib64/ld-linux-x86-64.so.2"
+        resolve=(chroot "$ROOT" /tmp/stack-stage$L/ld-linux-x86-64.so.2
+                 --library-path "/tmp/stack-stage$L:/tmp/stack-stage/lib/x86_64-linux-gnu" --list)
+    fi
     local pmds mana_c ring
     pmds=$(cd "$stage$L/dpdk" && ls -d pmds-*)
     mana_c=$(cd "$stage$L" && ls librte_net_mana.so.* | sort | head -1)
@@ -317,7 +360,7 @@ stack_rootfs() {
         [ -e "$stage$b" ] || { echo "guest-setup.sh: $name has no $b" >&2; exit 1; }
         mkdir -p "$dir$(dirname "$b")"
         cp -L "$stage$b" "$dir$b"
-        for lib in $(chroot "$ROOT" env LD_LIBRARY_PATH="/tmp/stack-stage$L:/tmp/stack-stage/lib/x86_64-linux-gnu" ldd "/tmp/stack-stage$b" |
+        for lib in $("${resolve[@]}" "/tmp/stack-stage$b" |
                      awk '$2 == "=>" && $3 ~ /^\// {print $3}'); do
             case "$lib" in
                 /tmp/stack-stage/*) from=$ROOT$lib lib=${lib#/tmp/stack-stage} ;;
@@ -339,13 +382,23 @@ stack_rootfs() {
         if [ -n "$real" ] && [ ! -e "$dir$L/${real##*/}" ]; then cp -L "$real" "$dir$L/"; fi
     done
     # Rust's cdylib links libgcc_s (the unwinder), which DPDK does not.
-    [ -e "$dir/lib/x86_64-linux-gnu/libgcc_s.so.1" ] ||
-        cp -L "$ROOT/lib/x86_64-linux-gnu/libgcc_s.so.1" "$dir/lib/x86_64-linux-gnu/"
+    if [ $own_libc = 1 ]; then
+        [ -e "$dir$L/libgcc_s.so.1" ] || cp -L "$stage$L/libgcc_s.so.1" "$dir$L/"
+        # The dynamic loader every binary names (PT_INTERP).
+        cp -L "$stage$L/ld-linux-x86-64.so.2" "$dir/lib64/ld-linux-x86-64.so.2"
+    else
+        [ -e "$dir/lib/x86_64-linux-gnu/libgcc_s.so.1" ] ||
+            cp -L "$ROOT/lib/x86_64-linux-gnu/libgcc_s.so.1" "$dir/lib/x86_64-linux-gnu/"
+    fi
     printf '%s\n' "$(cd "$debs" && ls)" >"$dir/.net-mana-debs"
     rm -rf "$stage"
     echo "$want" >"$stamp"
 }
 # Debian trixie: rdma-core 56.1, DPDK 24.11 with its C driver (issue 21).
 stack_rootfs trixie dpdk-dev librte-net-mana25 librte-mempool-ring25 libibverbs1 ibverbs-providers ibverbs-utils
+# Debian sid: rdma-core 65, DPDK 25.11 with its C driver, sid's glibc.
+use_suite sid
+stack_rootfs sid dpdk-dev librte-net-mana26 librte-mempool-ring26 libibverbs1 ibverbs-providers ibverbs-utils libc6 libgcc-s1
+use_suite "$SUITE"
 
 log "ready: QEMU $qemu_ver, kernel $kver ($(wc -l <"$G/kernel/modules.order") modules) and $(cat "$G/kernel-backports/version") from backports, in $G"

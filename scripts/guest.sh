@@ -15,7 +15,9 @@
 # rdma-core 44, DPDK 22.11, every scenario), `trixie` (6.12, rdma-core
 # 56.1, DPDK 24.11 with its packaged C net/mana: the RDMA and DPDK
 # scenarios) or `trixie-bpo` (trixie's userspace on trixie-backports' 7.3:
-# the DPDK scenarios and the device-raised service reset).
+# the DPDK scenarios and the device-raised service reset) or `sid` (sid's
+# 7.2, rdma-core 65, DPDK 25.11 with its packaged C net/mana: the same
+# scenarios as trixie-bpo).
 # MANA_GUEST_STACK names it too. --matrix runs each stack (all, or the ones
 # named) in its own guest and prints one line per stack:
 #   stack <name>: <n> passed, <m> failed
@@ -40,8 +42,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # The stacks and the DPDK series each one's PMD is built against.
-STACKS=(bookworm trixie trixie-bpo)
-declare -A STACK_DPDK=([bookworm]=22.11 [trixie]=24.11 [trixie-bpo]=24.11)
+STACKS=(bookworm trixie trixie-bpo sid)
+declare -A STACK_DPDK=([bookworm]=22.11 [trixie]=24.11 [trixie-bpo]=24.11 [sid]=25.11)
 
 pass=() stack=${MANA_GUEST_STACK:-bookworm} matrix=0
 while [ $# -gt 0 ]; do

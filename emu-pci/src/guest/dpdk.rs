@@ -848,7 +848,11 @@ impl Tier {
         self.testpmd_launch(QUEUES)?;
         let r1 = self.peer_round(N, 0)?;
         self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("dump_socket_mem", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(
+            &self.stack.dump("socket_mem"),
+            "testpmd> ",
+            Duration::from_secs(30),
+        )?;
         self.testpmd_do("clear port stats 0", "testpmd> ", Duration::from_secs(30))?;
         let (pds0, qps0) = {
             let d = lock(&self.func.dev);
@@ -951,12 +955,20 @@ impl Tier {
             .join(" ");
 
         let r2 = self.peer_round(N, 100)?;
-        self.testpmd_do("dump_socket_mem", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(
+            &self.stack.dump("socket_mem"),
+            "testpmd> ",
+            Duration::from_secs(30),
+        )?;
         self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
         self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
         let per_rq = self.live_rqs();
         self.testpmd_do("port stop 0", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("dump_mempool", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(
+            &self.stack.dump("mempool"),
+            "testpmd> ",
+            Duration::from_secs(30),
+        )?;
         let out = self.testpmd_quit()?;
 
         let events = port0_events(&out);
@@ -998,8 +1010,13 @@ impl Tier {
         // EIO and libmana then never frees the rings it had us allocate.)
         let heap = heap_in_use(&out);
         if heap.len() != 2 || heap[0] != heap[1] {
+            let dumps: Vec<&str> = out
+                .lines()
+                .filter(|l| l.contains("size(M)") || l.contains("socket_mem"))
+                .collect();
             return Err(format!(
-                "DPDK heap before and after the reset (bytes, allocations): {heap:?}"
+                "DPDK heap before and after the reset (bytes, allocations): {heap:?}; testpmd's dump_socket_mem lines:\n{}",
+                dumps.join("\n")
             ));
         }
         let pools: Vec<_> = mana_emu::harness::parse_mempools(&out)

@@ -40,6 +40,10 @@ pub struct Stack {
     /// driver" line at INFO under its own log type, whose default level is
     /// NOTICE (22.11 logged it under EAL, shown by default).
     pub testpmd_eal: &'static str,
+    /// How testpmd spells its dump commands: `dump_socket_mem` up to
+    /// 24.11, `dump socket_mem` in Debian's 25.11.4 (one `dump` command
+    /// with the object as its argument).
+    pub testpmd_dump: &'static str,
     /// The queues our PMD reports: the IB device's `max_qp`, which 6.12's
     /// `mana_ib` takes from the adapter's caps (`CAP_MAX_QP`) and 7.x's
     /// Ethernet IB device (`manae_0`) from `GDMA_QUERY_MAX_RESOURCES`
@@ -74,10 +78,10 @@ const USERSPACE_SCENARIOS: [&str; 13] = [
     "dpdk-reset-rescan",
 ];
 
-/// What trixie-bpo (7.x: two IB devices per function, `mana_serv_reset`)
-/// runs: the DPDK scenarios and the device-raised service reset. The
+/// What the stacks with a 7.x kernel (two IB devices per function,
+/// `mana_serv_reset`) run: the DPDK scenarios and the device-raised service reset. The
 /// `rdma-*` scenarios are written for 6.12's one IB device.
-const BACKPORTS_SCENARIOS: [&str; 11] = [
+const SEVEN_X_SCENARIOS: [&str; 11] = [
     "kernel-probe",
     "dpdk-probe",
     "dpdk-rust-1q",
@@ -92,7 +96,7 @@ const BACKPORTS_SCENARIOS: [&str; 11] = [
 ];
 
 /// The stacks, in the order `--matrix` runs them.
-pub const STACKS: [Stack; 3] = [
+pub const STACKS: [Stack; 4] = [
     Stack {
         name: "bookworm",
         kernel: "kernel",
@@ -102,6 +106,7 @@ pub const STACKS: [Stack; 3] = [
         mempool_ring: "/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23",
         c_driver: CDriver::Built,
         testpmd_eal: "",
+        testpmd_dump: "dump_",
         max_queues: CAP_MAX_QP,
         max_descriptors: 256,
         scenarios: None,
@@ -115,6 +120,7 @@ pub const STACKS: [Stack; 3] = [
         mempool_ring: "/usr/lib/x86_64-linux-gnu/dpdk/pmds-25.0/librte_mempool_ring.so.25",
         c_driver: CDriver::Packaged("/usr/lib/x86_64-linux-gnu/librte_net_mana.so.25"),
         testpmd_eal: "--log-level=bus.pci:info",
+        testpmd_dump: "dump_",
         max_queues: CAP_MAX_QP,
         max_descriptors: 2048,
         scenarios: Some(&USERSPACE_SCENARIOS),
@@ -128,11 +134,33 @@ pub const STACKS: [Stack; 3] = [
         mempool_ring: "/usr/lib/x86_64-linux-gnu/dpdk/pmds-25.0/librte_mempool_ring.so.25",
         c_driver: CDriver::Packaged("/usr/lib/x86_64-linux-gnu/librte_net_mana.so.25"),
         testpmd_eal: "--log-level=bus.pci:info",
+        testpmd_dump: "dump_",
         max_queues: MAX_WQS / 2,
         max_descriptors: 2048,
-        scenarios: Some(&BACKPORTS_SCENARIOS),
+        scenarios: Some(&SEVEN_X_SCENARIOS),
+    },
+    Stack {
+        name: "sid",
+        kernel: "kernel-sid",
+        rootfs: "rootfs-sid",
+        rdma_core: "65.0",
+        dpdk: "25.11",
+        mempool_ring: "/usr/lib/x86_64-linux-gnu/dpdk/pmds-26.0/librte_mempool_ring.so.26",
+        c_driver: CDriver::Packaged("/usr/lib/x86_64-linux-gnu/librte_net_mana.so.26"),
+        testpmd_eal: "--log-level=bus.pci:info",
+        testpmd_dump: "dump ",
+        max_queues: MAX_WQS / 2,
+        max_descriptors: 2048,
+        scenarios: Some(&SEVEN_X_SCENARIOS),
     },
 ];
+
+impl Stack {
+    /// testpmd's command dumping `what` (`socket_mem`, `mempool`).
+    pub fn dump(&self, what: &str) -> String {
+        format!("{}{what}", self.testpmd_dump)
+    }
+}
 
 /// The stack `MANA_GUEST_STACK` names (`bookworm` if unset).
 pub fn selected() -> Result<&'static Stack, String> {
@@ -166,10 +194,15 @@ mod tests {
             }
         }
         assert_eq!(by_name("trixie").unwrap().dpdk, "24.11");
+        assert_eq!(by_name("bookworm").unwrap().dump("mempool"), "dump_mempool");
+        assert_eq!(
+            by_name("sid").unwrap().dump("socket_mem"),
+            "dump socket_mem"
+        );
         let e = by_name("jessie").unwrap_err();
         assert_eq!(
             e,
-            "unknown stack \"jessie\" (known: bookworm, trixie, trixie-bpo)"
+            "unknown stack \"jessie\" (known: bookworm, trixie, trixie-bpo, sid)"
         );
     }
 }
