@@ -727,7 +727,7 @@ impl Tier {
 }
 
 /// Every `dump_socket_mem`'s total: (bytes, allocations) in use.
-pub(super) fn heap_in_use(out: &str) -> Vec<(String, u64)> {
+fn heap_in_use(out: &str) -> Vec<(String, u64)> {
     out.lines()
         .filter_map(|l| l.strip_prefix("Total   : "))
         .filter_map(|l| {
@@ -736,6 +736,30 @@ pub(super) fn heap_in_use(out: &str) -> Vec<(String, u64)> {
             Some((bytes, count.parse().ok()?))
         })
         .collect()
+}
+
+/// testpmd's two `dump_socket_mem` in `out` (before and after `what`) show
+/// the same heap in use, and its last `dump_mempool` no mbuf in use (the
+/// port stopped); the heap (MB, allocations).
+pub(super) fn heap_and_mbufs_flat(out: &str, what: &str) -> Result<(String, u64), String> {
+    let heap = heap_in_use(out);
+    if heap.len() != 2 || heap[0] != heap[1] {
+        return Err(format!(
+            "DPDK heap before and after {what} (MB, allocations): {heap:?}"
+        ));
+    }
+    let pools: Vec<_> = mana_emu::harness::parse_mempools(out)
+        .into_iter()
+        .filter(|p| p.name.starts_with("mb_pool"))
+        .collect();
+    match pools.last() {
+        Some(p) if p.in_use == 0 => Ok(heap[0].clone()),
+        Some(p) => Err(format!(
+            "{} of {} mbufs in use with the port stopped after {what}",
+            p.in_use, p.size
+        )),
+        None => Err(format!("no mempool in testpmd's dump:\n{out}")),
+    }
 }
 
 /// How long a reset took: the function away, back, our PMD's queues live
@@ -975,26 +999,7 @@ impl Tier {
         // The same queues on the new device: the same DPDK memory in use.
         // (On a disassociated context libibverbs fails the destroys with
         // EIO and libmana then never frees the rings it had us allocate.)
-        let heap = heap_in_use(&out);
-        if heap.len() != 2 || heap[0] != heap[1] {
-            return Err(format!(
-                "DPDK heap before and after the reset (bytes, allocations): {heap:?}"
-            ));
-        }
-        let pools: Vec<_> = mana_emu::harness::parse_mempools(&out)
-            .into_iter()
-            .filter(|p| p.name.starts_with("mb_pool"))
-            .collect();
-        match pools.last() {
-            Some(p) if p.in_use == 0 => {}
-            Some(p) => {
-                return Err(format!(
-                    "{} of {} mbufs in use with the port stopped after the reset",
-                    p.in_use, p.size
-                ))
-            }
-            None => return Err(format!("no mempool in testpmd's dump:\n{out}")),
-        }
+        let heap = heap_and_mbufs_flat(&out, "the reset")?;
         self.testpmd_left_nothing()?;
         let mut silent = String::new();
         if matches!(path, ResetPath::Service) {
@@ -1029,8 +1034,8 @@ impl Tier {
             super::scenarios::fmt_dur(recovered),
             r1.dev_rx.0,
             r2.dev_rx.0,
-            heap[0].0,
-            heap[0].1,
+            heap.0,
+            heap.1,
         ))
     }
 }
