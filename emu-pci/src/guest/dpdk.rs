@@ -390,7 +390,11 @@ impl Tier {
     }
 
     /// What the peer and the device counted since `p0` and `d0`.
-    pub(super) fn round_since(&self, p0: &LinkCounters, d0: &PortCounters) -> Result<Round, String> {
+    pub(super) fn round_since(
+        &self,
+        p0: &LinkCounters,
+        d0: &PortCounters,
+    ) -> Result<Round, String> {
         let (p1, d1) = (
             self.peer.counters().map_err(|e| e.to_string())?,
             self.port(),

@@ -891,7 +891,8 @@ pub(super) fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Ve
 /// `mana_serv_reset`; 6.12 ignores the event, and they fail saying so);
 /// `dpdk-lying` runs under 6.12 but takes longer than the tier allows a
 /// scenario (the cargo test `guest_tier_lying_device` runs it).
-pub const OPT_IN_SCENARIOS: [&str; 3] = ["kernel-service-reset", "dpdk-service-reset", "dpdk-lying"];
+pub const OPT_IN_SCENARIOS: [&str; 3] =
+    ["kernel-service-reset", "dpdk-service-reset", "dpdk-lying"];
 
 /// The scenarios, in the order they run.
 pub const SCENARIOS: [&str; 20] = [

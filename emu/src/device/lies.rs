@@ -153,9 +153,9 @@ impl State {
 
     /// Whether the device is lying (`Fault::Lie` started, not yet over).
     pub fn lying(&self) -> bool {
-        self.liar.as_ref().is_some_and(|l| {
-            l.remaining != Some(0) && l.until.is_none_or(|t| Instant::now() < t)
-        })
+        self.liar
+            .as_ref()
+            .is_some_and(|l| l.remaining != Some(0) && l.until.is_none_or(|t| Instant::now() < t))
     }
 
     /// Whether (and how) the CQE about to be posted lies. `data`/`info`
