@@ -277,7 +277,7 @@ impl Tier {
     /// interface down, `-a <pci>,mac=<mac>`), `macswap` forwarding over
     /// `queues` queue pairs, driven through the FIFO /tmp/tpin; returns
     /// once forwarding has started.
-    fn testpmd_launch(&mut self, queues: usize) -> Result<(), String> {
+    pub(super) fn testpmd_launch(&mut self, queues: usize) -> Result<(), String> {
         self.testpmd_launch_with(Pmd::Rust, queues)
     }
 
@@ -390,7 +390,11 @@ impl Tier {
     }
 
     /// What the peer and the device counted since `p0` and `d0`.
-    fn round_since(&self, p0: &LinkCounters, d0: &PortCounters) -> Result<Round, String> {
+    pub(super) fn round_since(
+        &self,
+        p0: &LinkCounters,
+        d0: &PortCounters,
+    ) -> Result<Round, String> {
         let (p1, d1) = (
             self.peer.counters().map_err(|e| e.to_string())?,
             self.port(),

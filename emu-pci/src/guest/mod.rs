@@ -5,6 +5,7 @@
 pub mod console;
 pub mod dpdk;
 pub mod initramfs;
+pub mod lying;
 pub mod peer;
 pub mod preflight;
 pub mod rdma;
