@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything net_mana needs on Debian bookworm (run as root):
 # DPDK 22.11 with testpmd, rdma-core 44, the bindgen toolchain, test tools
-# (stress-ng: the CPU hog of scripts/test.sh's busy pass),
+# (stress-ng: the CPU hog of scripts/test.sh's busy pass), debhelper for the
+# Debian package (debian/), the crates of Cargo.lock (`cargo fetch`, so that
+# builds, the package's included, need no network afterwards),
 # and the DPDK source of exactly the installed version (its driver-SDK
 # headers are not packaged in libdpdk-dev; the C reference driver is built
 # from it in tests), and the guest tier's pieces (scripts/guest-setup.sh).
@@ -11,7 +13,7 @@ set -euo pipefail
 CACHE=${NET_MANA_CACHE:-/var/cache/net-mana}
 PKGS=(libdpdk-dev dpdk-dev dpdk libibverbs-dev ibverbs-providers libclang-dev clang
       meson ninja-build pkg-config valgrind python3-pyelftools iproute2 iputils-ping
-      netcat-openbsd tcpdump ethtool dpkg-dev xz-utils debootstrap stress-ng)
+      netcat-openbsd tcpdump ethtool dpkg-dev debhelper xz-utils debootstrap stress-ng)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup.sh: run as root (it installs Debian packages)" >&2
@@ -60,4 +62,7 @@ if ! command -v cargo >/dev/null; then
     echo "setup.sh: cargo (Rust >= 1.81) is required; install it with rustup" >&2
     exit 1
 fi
+# Every crate of Cargo.lock into cargo's registry: debian/rules builds with
+# --offline.
+(cd "$(dirname "$0")/.." && cargo fetch --locked -q)
 echo "setup.sh: ready (DPDK $ver, source in $src)"

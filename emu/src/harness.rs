@@ -399,6 +399,7 @@ pub struct TestpmdBuilder<'a> {
     hugepages: bool,
     envs: Vec<(String, String)>,
     binary: PathBuf,
+    launcher: Option<PathBuf>,
 }
 
 impl<'a> TestpmdBuilder<'a> {
@@ -467,6 +468,15 @@ impl<'a> TestpmdBuilder<'a> {
         self.timeout = t;
         self
     }
+    /// A program that runs testpmd elsewhere (e.g. in a chroot), given the
+    /// command line `stdbuf -oL -eL <testpmd> <args>` to exec as the same
+    /// process. The preload list goes in `MANA_EMU_PRELOAD` instead of
+    /// `LD_PRELOAD`, for the launcher to set where testpmd runs: the
+    /// launcher itself must not load the emulator.
+    pub fn launcher(mut self, p: PathBuf) -> Self {
+        self.launcher = Some(p);
+        self
+    }
 
     pub fn spawn(self) -> Result<Testpmd, String> {
         let emu = emu_lib_path()?;
@@ -482,7 +492,19 @@ impl<'a> TestpmdBuilder<'a> {
         });
         // stdout is a pipe: make testpmd's printf output line-buffered so
         // replies arrive before the next prompt (stdbuf execs, same pid).
-        let mut cmd = Command::new("stdbuf");
+        let mut cmd = match &self.launcher {
+            Some(l) => {
+                let mut c = Command::new(l);
+                c.arg("stdbuf");
+                c.env("MANA_EMU_PRELOAD", preload.join(" "));
+                c
+            }
+            None => {
+                let mut c = Command::new("stdbuf");
+                c.env("LD_PRELOAD", preload.join(" "));
+                c
+            }
+        };
         cmd.args(["-oL", "-eL"]).arg(&self.binary);
         if self.hugepages {
             cmd.args(["-m", "256"]);
@@ -512,7 +534,6 @@ impl<'a> TestpmdBuilder<'a> {
         cmd.arg("--");
         cmd.args(["-i", "--total-num-mbufs=8192"]);
         cmd.args(&self.args);
-        cmd.env("LD_PRELOAD", preload.join(" "));
         cmd.env("MANA_EMU_CONFIG", &self.env.config_path);
         cmd.env("SYSFS_PCI_DEVICES", self.env.pci_devices());
         for (k, v) in &self.envs {
@@ -643,6 +664,7 @@ impl Testpmd {
             hugepages: false,
             envs: Vec::new(),
             binary: PathBuf::from("dpdk-testpmd"),
+            launcher: None,
         }
     }
 

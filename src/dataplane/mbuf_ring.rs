@@ -4,6 +4,7 @@
 //! cursor (it is `Copy`) into registers and writes it back when done.
 
 use crate::ffi::rte_mbuf;
+use std::mem::MaybeUninit;
 
 #[derive(Clone, Copy)]
 #[repr(C)]
@@ -58,6 +59,29 @@ impl MbufRing {
         // SAFETY: the index is masked into the `n` slots `new` was given.
         unsafe { *self.slots.add(self.index(self.head)) = m };
         self.head = self.head.wrapping_add(1);
+    }
+
+    /// The vacant slots after the newest entry, at most `max` (the caller
+    /// keeps `len() + max` within the slot count) and not past the end of
+    /// the slot array, for a bulk get straight into the ring; the entries
+    /// written there join the ring with [`MbufRing::commit`].
+    #[inline(always)]
+    pub fn vacant_run(&mut self, max: u32) -> &mut [MaybeUninit<*mut rte_mbuf>] {
+        debug_assert!(self.len() + max <= self.mask + 1);
+        let at = self.index(self.head);
+        let n = max.min(self.mask + 1 - at as u32) as usize;
+        // SAFETY: `at + n` is at most the slot count; the slots are valid
+        // and writable (`new`), and those after `head` hold nothing the
+        // ring still owns (the caller keeps `len() + max` within the count).
+        unsafe { std::slice::from_raw_parts_mut(self.slots.add(at).cast(), n) }
+    }
+
+    /// Adds the first `n` slots [`MbufRing::vacant_run`] gave, which the
+    /// caller wrote, as the newest entries.
+    #[inline(always)]
+    pub fn commit(&mut self, n: u32) {
+        debug_assert!(self.len() + n <= self.mask + 1);
+        self.head = self.head.wrapping_add(n);
     }
 
     /// Removes and returns the oldest entry. The caller checked the ring

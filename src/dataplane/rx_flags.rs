@@ -151,15 +151,73 @@ const fn build_meta() -> [(u64, u32); EV_ALL as usize + 1] {
     t
 }
 
+// The three tables above, folded into one at compile time: the hash type
+// and the checksum verdicts are adjacent (bits 16 to 30), so one lookup of
+// a 16-bit entry gives the `ol_flags` and the packet type they imply
+// (64 KiB, of which a receive path touches the few lines of the types it
+// sees). An entry holds the `ol_flags` in its low `OL_BITS` bits and the
+// L3 and L4 packet type bits (`PT_MASK`, shifted down by `PT_SHIFT`) above.
+const IDX_SHIFT: u32 = HASH_SHIFT;
+const IDX_BITS: u32 = HASH_BITS + CSUM_BITS;
+const _: () = assert!(
+    HASH_SHIFT + HASH_BITS == CSUM_SHIFT,
+    "hash type, then verdicts"
+);
+const OL_BITS: u32 = 9;
+const PT_SHIFT: u32 = 4;
+const PT_MASK: u32 = (ffi::RTE_PTYPE_L3_MASK | ffi::RTE_PTYPE_L4_MASK) & 0x3f0;
+/// The entry's bits that hold an L3 type.
+const ENTRY_L3: u16 = ((ffi::RTE_PTYPE_L3_MASK & PT_MASK) >> PT_SHIFT << OL_BITS) as u16;
+
+static FOLDED: [u16; 1 << IDX_BITS] = build_folded();
+
+const fn build_folded() -> [u16; 1 << IDX_BITS] {
+    let mut t = [0u16; 1 << IDX_BITS];
+    let mut i = 0;
+    while i < t.len() {
+        let hash = i & ((1 << HASH_BITS) - 1);
+        let csum = i >> HASH_BITS;
+        let (csum_ol, csum_ev) = CSUM[csum];
+        let (meta_ol, ptype) = META[((csum_ev | HASH[hash]) & EV_ALL) as usize];
+        let ol = csum_ol | meta_ol;
+        let pt = ptype & !ffi::RTE_PTYPE_L2_ETHER;
+        // Every flag and type bit the tables give must fit its field.
+        assert!(ol < 1 << OL_BITS && pt & !PT_MASK == 0);
+        assert!(ptype & ffi::RTE_PTYPE_L2_MASK == ffi::RTE_PTYPE_L2_ETHER);
+        t[i] = (ol as u16) | ((pt >> PT_SHIFT) << OL_BITS) as u16;
+        i += 1;
+    }
+    t
+}
+
+/// The folded entry of flags `raw`.
+#[inline(always)]
+fn entry(raw: u32) -> u16 {
+    FOLDED[((raw >> IDX_SHIFT) & ((1 << IDX_BITS) - 1)) as usize]
+}
+
+/// An entry's `ol_flags` and packet type.
+#[inline(always)]
+fn unfold(e: u16) -> (u64, u32) {
+    let e = u32::from(e);
+    (
+        u64::from(e & ((1 << OL_BITS) - 1)),
+        ((e >> OL_BITS) << PT_SHIFT) | ffi::RTE_PTYPE_L2_ETHER,
+    )
+}
+
 /// The `ol_flags` (VLAN flags included: the device stripped the tag), the
 /// packet type and the VLAN TCI (0 without a tag) of a packet whose
-/// completion carries flags `raw`.
+/// completion carries flags `raw` (the receive path uses [`packet_meta`]).
+#[cfg(test)]
+fn meta(raw: u32) -> (u64, u32, u16) {
+    let (ol, ptype) = unfold(entry(raw));
+    with_tag(raw, ol, ptype)
+}
+
+/// Adds the VLAN and outer-checksum flags of `raw` to `ol`.
 #[inline(always)]
-pub fn meta(raw: u32) -> (u64, u32, u16) {
-    let (csum_ol, csum_ev) = CSUM[((raw >> CSUM_SHIFT) & ((1 << CSUM_BITS) - 1)) as usize];
-    let hash_ev = HASH[((raw >> HASH_SHIFT) & ((1 << HASH_BITS) - 1)) as usize];
-    let (meta_ol, ptype) = META[usize::from((csum_ev | hash_ev) & EV_ALL)];
-    let ol = csum_ol | meta_ol;
+fn with_tag(raw: u32, ol: u64, ptype: u32) -> (u64, u32, u16) {
     if raw & (VLAN | OUTER_IP_FAIL) == 0 {
         return (ol, ptype, 0);
     }
@@ -192,46 +250,65 @@ pub fn vlan_stripped(raw: u32) -> bool {
 /// expects).
 const IPV6_HEADER_OK: u64 = ffi::RTE_MBUF_F_RX_IP_CKSUM_GOOD as u64;
 
-/// The bytes of a frame [`l3_from_frame`] reads: the Ethernet header, two
+/// How far into a frame [`packet_meta`] reads: the Ethernet header, two
 /// VLAN tags the device left in place, and the EtherType after them.
 pub const FRAME_HEAD: usize = 22;
 
-/// Completes `meta`'s answer for a packet whose hash type did not name its
-/// IP version (no RSS, or a type the hash does not cover): the EtherType
-/// does, behind up to two VLAN tags. `head` holds the frame's first
-/// [`FRAME_HEAD`] bytes; `len` is the frame's length.
+/// What the receive path fills in: [`meta`], with the L3 type from the
+/// frame's EtherType when the flags do not give it (no RSS, or a hash type
+/// that does not cover the packet). `be16(at)` reads the big-endian 16 bits
+/// at byte `at` of the frame, `at + 2 <= FRAME_HEAD`; `len` is the frame's
+/// length. The untagged IPv4 or IPv6 frame is the common case; tags and
+/// other EtherTypes go out of line.
 #[inline(always)]
-fn l3_from_frame(ol: u64, ptype: u32, head: &[u8; FRAME_HEAD], len: u16) -> (u64, u32) {
+pub fn packet_meta(raw: u32, len: u16, be16: impl Fn(usize) -> u16) -> (u64, u32, u16) {
+    let e = entry(raw);
+    let (ol, ptype) = unfold(e);
+    if e & ENTRY_L3 != 0 || len < 14 {
+        return with_tag(raw, ol, ptype);
+    }
+    let (ol, ptype) = match be16(12) {
+        ETH_P_IP => (ol, ptype | ffi::RTE_PTYPE_L3_IPV4_EXT_UNKNOWN),
+        ETH_P_IPV6 => ipv6(ol, ptype),
+        et => behind_tags(ol, ptype, et, len, be16),
+    };
+    with_tag(raw, ol, ptype)
+}
+
+#[inline(always)]
+fn ipv6(ol: u64, ptype: u32) -> (u64, u32) {
+    let ol = if ol & IP_CKSUM_MASK == 0 {
+        ol | IPV6_HEADER_OK
+    } else {
+        ol
+    };
+    (ol, ptype | ffi::RTE_PTYPE_L3_IPV6_EXT_UNKNOWN)
+}
+
+/// [`packet_meta`] for a frame whose first EtherType `et` is not IP: up to
+/// two VLAN tags are skipped.
+#[cold]
+#[inline(never)]
+fn behind_tags(
+    ol: u64,
+    ptype: u32,
+    mut et: u16,
+    len: u16,
+    be16: impl Fn(usize) -> u16,
+) -> (u64, u32) {
     let mut at = 12;
-    let mut et = u16::from_be_bytes([head[12], head[13]]);
-    while (et == ETH_P_8021Q || et == ETH_P_8021AD) && at < 20 {
+    while (et == ETH_P_8021Q || et == ETH_P_8021AD) && at + 4 + 2 <= FRAME_HEAD {
         at += 4;
-        et = u16::from_be_bytes([head[at], head[at + 1]]);
+        et = be16(at);
     }
     if usize::from(len) < at + 2 {
         return (ol, ptype);
     }
     match et {
         ETH_P_IP => (ol, ptype | ffi::RTE_PTYPE_L3_IPV4_EXT_UNKNOWN),
-        ETH_P_IPV6 if ol & IP_CKSUM_MASK == 0 => (
-            ol | IPV6_HEADER_OK,
-            ptype | ffi::RTE_PTYPE_L3_IPV6_EXT_UNKNOWN,
-        ),
-        ETH_P_IPV6 => (ol, ptype | ffi::RTE_PTYPE_L3_IPV6_EXT_UNKNOWN),
+        ETH_P_IPV6 => ipv6(ol, ptype),
         _ => (ol, ptype),
     }
-}
-
-/// What the receive path fills in: [`meta`], with the L3 type from the
-/// frame (`head` reads its first bytes) when the flags do not give it.
-#[inline(always)]
-pub fn packet_meta(raw: u32, len: u16, head: impl FnOnce() -> [u8; FRAME_HEAD]) -> (u64, u32, u16) {
-    let (ol, ptype, tci) = meta(raw);
-    if ptype & ffi::RTE_PTYPE_L3_MASK != 0 {
-        return (ol, ptype, tci);
-    }
-    let (ol, ptype) = l3_from_frame(ol, ptype, &head(), len);
-    (ol, ptype, tci)
 }
 
 const ETH_P_IP: u16 = 0x0800;
@@ -409,11 +486,12 @@ mod tests {
                     }
                     let mut head = [0u8; FRAME_HEAD];
                     head[12..14].copy_from_slice(&et.to_be_bytes());
-                    let mut read = false;
-                    let (ol, pt, _) = packet_meta(f.to_raw(), 60, || {
-                        read = true;
-                        head
+                    let read = std::cell::Cell::new(false);
+                    let (ol, pt, _) = packet_meta(f.to_raw(), 60, |at| {
+                        read.set(true);
+                        u16::from_be_bytes([head[at], head[at + 1]])
                     });
+                    let read = read.get();
                     let what = format!("{et:#06x} {l4} rss {rss} ip bit {ip_bit}");
                     assert_eq!(pt, ptype, "{what}");
                     assert_eq!(ol, GOOD | l4_ol | if rss { RSS } else { 0 }, "{what}");
@@ -440,19 +518,21 @@ mod tests {
             h[at..at + 2].copy_from_slice(&et.to_be_bytes());
             h
         };
-        let l3 =
-            |h: [u8; FRAME_HEAD], len: u16| packet_meta(0, len, || h).1 & ffi::RTE_PTYPE_L3_MASK;
+        let meta_of = |raw: u32, h: [u8; FRAME_HEAD], len: u16| {
+            packet_meta(raw, len, |at| u16::from_be_bytes([h[at], h[at + 1]]))
+        };
+        let l3 = |h: [u8; FRAME_HEAD], len: u16| meta_of(0, h, len).1 & ffi::RTE_PTYPE_L3_MASK;
         let v6 = ffi::RTE_PTYPE_L3_IPV6_EXT_UNKNOWN;
         assert_eq!(l3(frame(&[ETH_P_8021Q], ETH_P_IPV6), 60), v6);
         assert_eq!(l3(frame(&[ETH_P_8021AD, ETH_P_8021Q], ETH_P_IPV6), 60), v6);
         assert_eq!(l3(frame(&[ETH_P_8021AD, ETH_P_8021Q], ETH_P_IPV6), 19), 0);
         assert_eq!(l3(frame(&[], ETH_P_IPV6), 13), 0);
         assert_eq!(l3(frame(&[], 0x0806), 60), 0, "ARP");
-        let (ol, _, _) = packet_meta(0, 60, || frame(&[], 0x0806));
+        let (ol, _, _) = meta_of(0, frame(&[], 0x0806), 60);
         assert_eq!(ol, 0, "no IP flags for ARP");
         // A bad IPv6 header verdict stays bad.
         let bad = F::new().with_rx_iphdr_csum_fail(true).to_raw();
-        let (ol, pt, _) = packet_meta(bad, 60, || frame(&[], ETH_P_IPV6));
+        let (ol, pt, _) = meta_of(bad, frame(&[], ETH_P_IPV6), 60);
         assert_eq!(pt & ffi::RTE_PTYPE_L3_MASK, v6);
         assert_eq!(ol, ffi::RTE_MBUF_F_RX_IP_CKSUM_BAD as u64);
     }

@@ -200,7 +200,7 @@ impl RxQueue {
         Some(RingView {
             wq_producer: st.rq.doorbell_tail(),
             wq_consumer: st.rq.tail.wrapping_mul(gdma::WQE_BU_SIZE as u32),
-            cq_head: st.cq.head,
+            cq_head: st.cq.head(),
             held: st.posted.len(),
         })
     }
@@ -302,6 +302,7 @@ impl RxQueue {
             b.detach();
             return Err(-libc::ENOMEM);
         }
+        b.owe();
         Ok(())
     }
 
@@ -337,7 +338,7 @@ impl RxQueue {
             return false;
         };
         let st = self.burst_state(&mut pass);
-        doorbell::arm_cq(self.conf.port_id, st.cq.id, st.cq.head, st.cq.count());
+        doorbell::arm_cq(self.conf.port_id, st.cq.id, st.cq.head(), st.cq.count());
         true
     }
 }
@@ -349,10 +350,11 @@ impl RxQueue {
     /// dropped (a VLAN tag that could not be put back).
     #[inline(always)]
     fn fill(&self, m: *mut rte_mbuf, flags: u32, len: u16, hash: u32) -> bool {
-        let (ol, ptype, tci) = rx_flags::packet_meta(flags, len, || {
-            // SAFETY: a posted buffer holds at least `MIN_BUF_LEN` bytes
-            // (queue setup checks), more than the head read here.
-            unsafe { mbuf::data_head::<{ rx_flags::FRAME_HEAD }>(m) }
+        let (ol, ptype, tci) = rx_flags::packet_meta(flags, len, move |at| {
+            // SAFETY: `at + 2 <= FRAME_HEAD <= MIN_BUF_LEN`, and a posted
+            // buffer holds at least `MIN_BUF_LEN` bytes (queue setup checks)
+            // after the headroom, where refill posted it.
+            unsafe { mbuf::posted_be16(m, at) }
         });
         // SAFETY: a posted mbuf the device just filled; we own it.
         unsafe {
@@ -597,53 +599,55 @@ impl Burst<'_> {
         let mut posted = st.posted;
         let mut wq = st.rq.writer();
         let mut done = 0;
-        let mut bufs = [MaybeUninit::<*mut rte_mbuf>::uninit(); REFILL_BULK];
         // The region the pool's buffers normally all lie in, checked per
         // buffer by one compare; the cache is searched only on a miss.
         let mut region = st.mr.first().fixed_len(buf_len as usize);
         let mut sge_tail = Sge::new(0, region.lkey, buf_len).to_words()[1];
-        'fill: while done < want {
-            let n = (want - done).min(REFILL_BULK as u32) as usize;
-            // SAFETY: `bufs` has room for `n` pointers; the pool holds mbufs.
-            if unsafe { ffi::mana_shim_mempool_get_bulk(mp, bufs.as_mut_ptr().cast(), n as u32) }
-                != 0
-            {
+        let mut unposted = false;
+        while done < want && !unposted {
+            // Straight into the ring's vacant slots, as many as lie before
+            // the ends of both the slot array and the RQ.
+            let max = (want - done)
+                .min(REFILL_BULK as u32)
+                .min(wq.contiguous_bu());
+            let slots = posted.vacant_run(max);
+            let n = slots.len() as u32;
+            // SAFETY: `slots` has room for `n` pointers; the pool holds mbufs.
+            if unsafe { ffi::mana_shim_mempool_get_bulk(mp, slots.as_mut_ptr().cast(), n) } != 0 {
                 stats.nombuf.add(u64::from(want - done));
                 break;
             }
-            // SAFETY: get_bulk succeeded, so it wrote the first `n` entries.
-            let got =
-                unsafe { &*(&bufs[..n] as *const [MaybeUninit<_>] as *const [*mut rte_mbuf]) };
-            for (j, &m) in got.iter().enumerate() {
+            // SAFETY: get_bulk succeeded, so it wrote all `n` entries.
+            let got = unsafe { &*(slots as *const [MaybeUninit<_>] as *const [*mut rte_mbuf]) };
+            let k = wq.post_bu_run(RX_HEADER, n, |j| {
+                let m = got[j];
                 // SAFETY: an mbuf just taken from the pool: ours and valid.
                 let addr = unsafe {
                     mbuf::set_rearm(m, rearm);
                     (*m).buf_addr as usize
                 } + ffi::RTE_PKTMBUF_HEADROOM as usize;
                 if !region.covers(addr) {
-                    let Some(r) = miss(&mut st.mr, port_id, addr, buf_len as usize) else {
-                        // The pool was registered at start; a buffer outside
-                        // it cannot be posted. Give the rest back, try later.
-                        let rest = &got[j..];
-                        // SAFETY: these came from `mp` above, not posted.
-                        unsafe {
-                            ffi::mana_shim_mempool_put_bulk(
-                                mp,
-                                rest.as_ptr().cast(),
-                                rest.len() as u32,
-                            )
-                        };
-                        stats.nombuf.add(u64::from(want - done) - j as u64);
-                        done += j as u32;
-                        break 'fill;
-                    };
-                    region = r;
+                    // The pool was registered at start; a buffer outside it
+                    // cannot be posted.
+                    region = miss(&mut st.mr, port_id, addr, buf_len as usize)?;
                     sge_tail = Sge::new(0, region.lkey, buf_len).to_words()[1];
                 }
-                wq.post_bu_words(RX_HEADER, 0, [addr as u64, sge_tail]);
-                posted.push(m);
+                Some([addr as u64, sge_tail])
+            });
+            if k < n {
+                // Not posted (outside every region, or no room in the RQ,
+                // which cannot happen while buffers and WQEs are counted
+                // alike): give them back, try later.
+                let rest = &got[k as usize..];
+                // SAFETY: these came from `mp` above and were not posted.
+                unsafe {
+                    ffi::mana_shim_mempool_put_bulk(mp, rest.as_ptr().cast(), rest.len() as u32)
+                };
+                stats.nombuf.add(u64::from(want - done - k));
+                unposted = true;
             }
-            done += n as u32;
+            posted.commit(k);
+            done += k;
         }
         drop(wq);
         st.posted = posted;
@@ -690,15 +694,17 @@ impl Burst<'_> {
             let rq_left =
                 (off_mask.wrapping_sub(start).wrapping_add(1) / gdma::WQE_BU_SIZE as u32) as usize;
             let limit = bufs.len().min(out.len()).min(rq_left);
-            let mut run = cq.run(limit as u32, tag);
+            let run = cq.run(limit as u32, tag);
+            // One index walks the run, its buffers and `out`.
+            let (bufs, out) = (&bufs[..run.slots()], &mut out[..run.slots()]);
             let (mut k, mut dropped) = (0usize, 0usize);
-            while k < limit {
-                let Some(c) = run.next() else { break };
+            let mut offset = start;
+            while let Some(c) = run.get(k) {
                 let oob = c.rx_oob();
                 let len = oob.ppi[0].pkt_len();
                 // Of the right kind, for the oldest buffer, 1..=buf_len bytes.
                 if c.header().cqe_type_raw() != CqeType::RxOkay as u8
-                    || oob.rx_wqe_offset() != start + (k * gdma::WQE_BU_SIZE) as u32
+                    || oob.rx_wqe_offset() != offset
                     || u32::from(len).wrapping_sub(1) >= buf_len
                 {
                     break;
@@ -713,6 +719,7 @@ impl Burst<'_> {
                     dropped += 1;
                 }
                 k += 1;
+                offset += gdma::WQE_BU_SIZE as u32;
             }
             cq.consume(k as u32);
             posted.skip(k as u32);
@@ -756,13 +763,19 @@ impl Burst<'_> {
     }
 
     /// Whether there is anything to do: a completion, one pending, a
-    /// buffer owed (or a stale-slot search due).
+    /// buffer owed (or a stale-slot search due). The last two make the CQ
+    /// report work ([`Burst::owe`]), so this is one compare.
     #[inline(always)]
     fn idle(&mut self) -> Head {
-        if self.st.pending.is_some() || self.st.deficit != 0 {
-            return Head::Work;
-        }
         self.st.cq.check()
+    }
+
+    /// After a burst: whether the next poll has work even if no completion
+    /// arrives (the rest of a coalesced completion, buffers to repost).
+    #[inline(always)]
+    fn owe(&mut self) {
+        let owed = self.st.pending.is_some() || self.st.deficit != 0;
+        self.st.cq.set_work_owed(owed);
     }
 }
 
@@ -830,10 +843,13 @@ fn busy(mut b: Burst<'_>, pkts: &mut [*mut rte_mbuf], search: bool) -> usize {
     if search && !b.st.cq.search_ahead() {
         return 0;
     }
-    if b.q.conf.segs != 1 {
-        return b.run_scattered(pkts);
-    }
-    b.run(pkts)
+    let got = if b.q.conf.segs != 1 {
+        b.run_scattered(pkts)
+    } else {
+        b.run(pkts)
+    };
+    b.owe();
+    got
 }
 
 /// `rx_queue_count`: completions waiting (an upper bound for coalesced ones

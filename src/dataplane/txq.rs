@@ -236,7 +236,7 @@ impl TxQueue {
         Some(RingView {
             wq_producer: st.sq.doorbell_tail(),
             wq_consumer: st.sq.tail.wrapping_mul(gdma::WQE_BU_SIZE as u32),
-            cq_head: st.cq.head,
+            cq_head: st.cq.head(),
             held: st.inflight.len(),
         })
     }

@@ -137,18 +137,37 @@ pub unsafe fn set_rearm(m: *mut rte_mbuf, word: u64) {
     unsafe { rearm_ptr(m).write(word) }
 }
 
-/// The first `N` bytes of the data of `m`, from `buf_addr + data_off`.
+/// The big-endian 16 bits at byte `at` of the data of `m` (from
+/// `buf_addr + data_off`).
 ///
 /// # Safety
-/// `m` is a valid mbuf whose buffer holds at least `N` bytes after
+/// `m` is a valid mbuf whose buffer holds at least `at + 2` bytes after
 /// `data_off` (what they contain beyond the packet is not looked at here).
 #[inline(always)]
-pub unsafe fn data_head<const N: usize>(m: *const rte_mbuf) -> [u8; N] {
-    // SAFETY: `m` is valid and its buffer spans `data_off + N` bytes
+pub unsafe fn data_be16(m: *const rte_mbuf, at: usize) -> u16 {
+    // SAFETY: `m` is valid and its buffer spans `data_off + at + 2` bytes
     // (caller); an unaligned read of plain bytes.
     unsafe {
-        let at = ((*m).buf_addr as *const u8).add(usize::from(data_off(m)));
-        (at as *const [u8; N]).read_unaligned()
+        let p = ((*m).buf_addr as *const u8).add(usize::from(data_off(m)) + at);
+        u16::from_be((p as *const u16).read_unaligned())
+    }
+}
+
+/// The big-endian 16 bits at byte `at` of a receive buffer's data as the
+/// device wrote it: from `buf_addr + RTE_PKTMBUF_HEADROOM`, where the
+/// receive path posts every buffer (and sets `data_off` to), so the read
+/// does not wait for `data_off`.
+///
+/// # Safety
+/// `m` is a valid mbuf whose buffer holds at least `at + 2` bytes after the
+/// headroom.
+#[inline(always)]
+pub unsafe fn posted_be16(m: *const rte_mbuf, at: usize) -> u16 {
+    // SAFETY: `m` is valid and its buffer spans `HEADROOM + at + 2` bytes
+    // (caller); an unaligned read of plain bytes.
+    unsafe {
+        let p = ((*m).buf_addr as *const u8).add(super::RTE_PKTMBUF_HEADROOM as usize + at);
+        u16::from_be((p as *const u16).read_unaligned())
     }
 }
 

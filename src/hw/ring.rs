@@ -174,6 +174,49 @@ impl WqWriter<'_> {
         oob_ptr
     }
 
+    /// Basic units from the head to the end of the ring.
+    #[inline(always)]
+    pub fn contiguous_bu(&self) -> u32 {
+        ((self.mask + 1 - self.head_offset()) / WQE_BU_SIZE) as u32
+    }
+
+    /// Writes up to `n` WQEs of one basic unit each (the 8-byte header,
+    /// a zero 8-byte OOB, one SGE as its two words from `sge(k)`) from the
+    /// head on, not past the ring's end nor the free units; stops early
+    /// where `sge` gives `None`. Advances the head by the WQEs written and
+    /// returns how many: a refill's loop over contiguous units, with no
+    /// per-WQE wrap arithmetic.
+    #[inline(always)]
+    pub fn post_bu_run(
+        &mut self,
+        header: u64,
+        n: u32,
+        mut sge: impl FnMut(usize) -> Option<[u64; 2]>,
+    ) -> u32 {
+        let n = n.min(self.contiguous_bu()).min(self.free) as usize;
+        // SAFETY: `head_offset` is a 32-byte aligned offset inside the ring
+        // (a power of two of at least 32 bytes) of the live WorkQueue this
+        // cursor borrows.
+        let base = unsafe { self.buf.add(self.head_offset()) } as *mut u64;
+        let mut k = 0;
+        while k < n {
+            let Some([a, b]) = sge(k) else { break };
+            // SAFETY: `k < n <= contiguous_bu()`: the 32 bytes of unit `k`
+            // lie before the ring's end.
+            unsafe {
+                let w = base.add(k * (WQE_BU_SIZE / 8));
+                ptr::write_unaligned(w, header.to_le());
+                ptr::write_unaligned(w.add(1), 0);
+                ptr::write_unaligned(w.add(2), a.to_le());
+                ptr::write_unaligned(w.add(3), b.to_le());
+            }
+            k += 1;
+        }
+        self.head = self.head.wrapping_add(k as u32);
+        self.free -= k as u32;
+        k as u32
+    }
+
     /// Writes a WQE of two basic units: header and the 24-byte OOB in the
     /// first, one SGE (as [`gdma::Sge::to_words`]) at the start of the
     /// second, which may wrap to the start of the ring. Advances the head by
@@ -263,15 +306,48 @@ pub struct CompQueue {
     count: u32,
     shift: u32,
     pub id: u32,
-    pub head: u32,
-    /// Polls finding the head slot empty left before the next stale-slot
-    /// search (counts down from [`STALE_SCAN_EVERY`]: one decrement and
-    /// branch per empty poll).
+    /// The consumer index; written only through [`CompQueue::set_head`],
+    /// which keeps `poll` and `empty` in step with it.
+    head: u32,
+    /// Polls finding the head slot empty left before the one that makes a
+    /// stale-slot search due (counts down from `STALE_SCAN_EVERY - 1`: one
+    /// subtract and branch on its borrow per empty poll; a search due and
+    /// not yet made leaves it at 0, so the next empty poll is due again).
     idle: u32,
     /// Stale-slot searches so far: every
     /// `STALE_SCAN_FULL_EVERY / STALE_SCAN_EVERY`-th looks further.
     scans: u32,
+    /// The info dword of the head slot, and the owner bits (in place) it
+    /// shows while the slot is empty (the previous lap's): an empty poll
+    /// is one masked compare, without the slot and lap arithmetic. While
+    /// the consumer owes work the ring does not show
+    /// ([`CompQueue::set_work_owed`]) it is `WORK_OWED`, which no slot
+    /// matches.
+    poll: *const u32,
+    empty: u32,
 }
+
+/// An `empty` value no masked info dword equals (it has bits outside
+/// `OWNER_FIELD`).
+const WORK_OWED: u32 = !0;
+const _: () = assert!(WORK_OWED & !OWNER_FIELD != 0);
+
+/// Where the owner bits sit in a CQE's info dword, from the typed definition.
+const OWNER_SHIFT: u32 = CqeInfo::new().with_owner_bits(1).to_raw().trailing_zeros();
+const OWNER_FIELD: u32 = gdma::CQE_OWNER_MASK << OWNER_SHIFT;
+const _: () = assert!(
+    CqeInfo::new()
+        .with_owner_bits(gdma::CQE_OWNER_MASK as u8)
+        .to_raw()
+        == OWNER_FIELD
+);
+/// The info bits naming the work queue and its direction.
+const WQ_NUM_FIELD: u32 = CqeInfo::new().with_wq_num(0xff_ffff).to_raw();
+const IS_SQ_BIT: u32 = CqeInfo::new().with_is_sq(true).to_raw();
+const _: () = assert!(
+    WQ_NUM_FIELD == 0xff_ffff,
+    "the queue number is the low bits"
+);
 
 /// Every this many polls finding the head slot empty, the slot after it is
 /// read for a completion (see [`Next::Stale`]); every
@@ -328,10 +404,13 @@ impl CompQueue {
             count: 1,
             shift: 0,
             id: 0,
-            head: gdma::cq_initial_index(1),
-            idle: STALE_SCAN_EVERY,
+            head: 0,
+            idle: STALE_SCAN_EVERY - 1,
             scans: 0,
+            poll: ptr::null(),
+            empty: 0,
         }
+        .with_head(gdma::cq_initial_index(1))
     }
 
     /// # Safety
@@ -344,9 +423,59 @@ impl CompQueue {
             count,
             shift: count.trailing_zeros(),
             id,
-            head: gdma::cq_initial_index(count),
-            idle: STALE_SCAN_EVERY,
+            head: 0,
+            idle: STALE_SCAN_EVERY - 1,
             scans: 0,
+            poll: ptr::null(),
+            empty: 0,
+        }
+        .with_head(gdma::cq_initial_index(count))
+    }
+
+    const fn with_head(mut self, head: u32) -> CompQueue {
+        self.set_head(head);
+        self
+    }
+
+    /// The consumer index.
+    pub fn head(&self) -> u32 {
+        self.head
+    }
+
+    /// Moves the consumer index (and what an empty poll reads with it).
+    #[inline(always)]
+    pub const fn set_head(&mut self, head: u32) {
+        self.head = head;
+        let slot = (head & (self.count - 1)) as usize;
+        // SAFETY: `slot < count`, a slot of the ring (or the empty queue's
+        // one static slot); only its address is taken.
+        self.poll = unsafe { ptr::addr_of!((*self.buf.add(slot)).info) as *const u32 };
+        self.empty = ((head >> self.shift).wrapping_sub(1) & gdma::CQE_OWNER_MASK) << OWNER_SHIFT;
+    }
+
+    /// Counts an empty poll; true when the countdown ran out and a
+    /// stale-slot search is due (one subtract and branch on the borrow).
+    #[inline(always)]
+    fn count_idle(&mut self) -> bool {
+        let (left, due) = self.idle.overflowing_sub(1);
+        self.idle = left;
+        if due {
+            self.idle = 0;
+        }
+        due
+    }
+
+    /// Makes [`CompQueue::check`] report work whatever the head slot
+    /// holds (`owed`), or what it holds again: for a consumer that owes
+    /// work outside the ring (the rest of a coalesced completion, buffers
+    /// to repost), so that the empty poll stays one compare. Moving the
+    /// head ([`CompQueue::set_head`], a reader's drop) clears it.
+    #[inline(always)]
+    pub fn set_work_owed(&mut self, owed: bool) {
+        if owed {
+            self.empty = WORK_OWED;
+        } else {
+            self.set_head(self.head);
         }
     }
 
@@ -399,13 +528,7 @@ fn cqe_at(buf: *const Cqe, mask: u32, shift: u32, index: u32) -> (*const Cqe, Cq
 
 /// The bits of a CQE's info dword a run compares: the queue it names, its
 /// direction and the owner bits (the reserved bits are not looked at).
-fn run_mask() -> u32 {
-    CqeInfo::new()
-        .with_wq_num(0xff_ffff)
-        .with_is_sq(true)
-        .with_owner_bits(gdma::CQE_OWNER_MASK as u8)
-        .to_raw()
-}
+const RUN_MASK: u32 = WQ_NUM_FIELD | IS_SQ_BIT | OWNER_FIELD;
 
 /// The consumer side of a [`CompQueue`] during a burst (see
 /// [`CompQueue::reader`]).
@@ -438,10 +561,9 @@ impl<'a> CqReader<'a> {
             }
             (_, CqeState::Overflow) => self.out_of_phase(),
             (cqe, CqeState::Empty) => {
-                // 0 is the time to search; below it (as a signed count), a
-                // search [`CompQueue::is_empty`] left to us.
-                self.q.idle = self.q.idle.wrapping_sub(1);
-                if self.q.idle as i32 > 0 {
+                // The countdown ran out here, or a search
+                // [`CompQueue::check`] made due was left to us.
+                if !self.q.count_idle() {
                     return Next::Empty;
                 }
                 self.search(cqe)
@@ -463,7 +585,7 @@ impl<'a> CqReader<'a> {
     #[inline(never)]
     fn search(&mut self, cqe: *const Cqe) -> Next<'a> {
         let head = self.head;
-        self.q.idle = STALE_SCAN_EVERY;
+        self.q.idle = STALE_SCAN_EVERY - 1;
         self.q.scans = self.q.scans.wrapping_add(1);
         let reach = if self
             .q
@@ -491,7 +613,7 @@ impl<'a> CqReader<'a> {
         self.head = head.wrapping_add(1);
         // The run of stale slots may go on: search fully again at the next
         // empty poll.
-        self.q.idle = 1;
+        self.q.idle = 0;
         self.q.scans = STALE_SCAN_FULL_EVERY / STALE_SCAN_EVERY - 1;
         Next::Stale
     }
@@ -546,8 +668,7 @@ impl<'a> CqReader<'a> {
         CqRun {
             p,
             end,
-            want: queue | CqeInfo::new().with_owner_bits(owner as u8).to_raw(),
-            mask: run_mask(),
+            want: queue | owner << OWNER_SHIFT,
             _ring: std::marker::PhantomData,
         }
     }
@@ -563,21 +684,54 @@ impl<'a> CqReader<'a> {
 /// [`CqReader::run`] compares them.
 #[inline(always)]
 pub fn queue_tag(wq_id: u32, is_sq: bool) -> u32 {
-    CqeInfo::new()
-        .with_wq_num(wq_id & 0xff_ffff)
-        .with_is_sq(is_sq)
-        .to_raw()
+    (wq_id & WQ_NUM_FIELD) | if is_sq { IS_SQ_BIT } else { 0 }
 }
 
 /// Ready completions in a contiguous part of a CQ (see [`CqReader::run`]).
 pub struct CqRun<'a> {
     p: *const Cqe,
     end: *const Cqe,
-    /// The queue, direction and owner bits of this lap ...
+    /// The queue, direction and owner bits of this lap, as they appear
+    /// in the bits of the info dword `RUN_MASK` selects.
     want: u32,
-    /// ... in the bits of the info dword that hold them.
-    mask: u32,
     _ring: std::marker::PhantomData<&'a Cqe>,
+}
+
+impl<'a> CqRun<'a> {
+    /// The slots the run may look at (not all of them need be ready).
+    #[inline(always)]
+    pub fn slots(&self) -> usize {
+        // SAFETY: both pointers lie in the same ring, `p <= end`.
+        unsafe { self.end.offset_from(self.p) as usize }
+    }
+
+    /// The `k`-th completion of the run if it and every one before it
+    /// have been checked ready for our queue (the caller walks `k` up from
+    /// 0 and stops at the first `None`), without advancing the run: a loop
+    /// indexing the run and its buffers by one counter.
+    #[inline(always)]
+    pub fn get(&self, k: usize) -> Option<&'a Cqe> {
+        if k >= self.slots() {
+            return None;
+        }
+        // SAFETY: `k < slots()`: a CQE slot of the ring before `end`; the info
+        // dword is read as in `cqe_at` (aligned, volatile).
+        let (c, raw) = unsafe {
+            let c = self.p.add(k);
+            (
+                c,
+                ptr::read_volatile(ptr::addr_of!((*c).info) as *const u32),
+            )
+        };
+        if u32::from_le(raw) & RUN_MASK != self.want {
+            return None;
+        }
+        // The owner bits were read before the CQE's data (GDMA rule).
+        fence(Ordering::Acquire);
+        // SAFETY: a CQE the device has written (owner bits of this lap),
+        // in a ring that lives for 'a (see `CqReader::next`).
+        Some(unsafe { &*c })
+    }
 }
 
 impl<'a> Iterator for CqRun<'a> {
@@ -593,7 +747,7 @@ impl<'a> Iterator for CqRun<'a> {
         // SAFETY: `p` is a CQE slot of the ring, before `end`; the info
         // dword is read as in `cqe_at` (aligned, volatile).
         let raw = unsafe { ptr::read_volatile(ptr::addr_of!((*self.p).info) as *const u32) };
-        if u32::from_le(raw) & self.mask != self.want {
+        if u32::from_le(raw) & RUN_MASK != self.want {
             return None;
         }
         // The owner bits were read before the CQE's data (GDMA rule).
@@ -611,7 +765,7 @@ impl<'a> Iterator for CqRun<'a> {
 impl Drop for CqReader<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.q.head = self.head;
+        self.q.set_head(self.head);
     }
 }
 
@@ -628,14 +782,17 @@ impl CompQueue {
     /// slot and a countdown.
     #[inline(always)]
     pub fn check(&mut self) -> Head {
-        if self.state_at(self.head).1 != CqeState::Empty {
+        // SAFETY: `poll` is the head slot's info dword (`set_head`), in the
+        // ring the queue holds (or its static empty slot); read as in
+        // `cqe_at` (aligned, volatile).
+        let raw = u32::from_le(unsafe { ptr::read_volatile(self.poll) });
+        if raw & OWNER_FIELD != self.empty {
             return Head::Work;
         }
-        // At 0 a search is due: [`CompQueue::search_ahead`], or `next`,
-        // which counts this poll again, goes below 0 and searches (as it
-        // does should a burst not get to call it).
-        self.idle = self.idle.wrapping_sub(1);
-        if self.idle as i32 > 0 {
+        // Due: [`CompQueue::search_ahead`], or `next`, which counts this
+        // poll again, finds it due too and searches (as it does should a
+        // burst not get to call it).
+        if !self.count_idle() {
             Head::Empty
         } else {
             Head::SearchDue
@@ -663,7 +820,7 @@ impl CompQueue {
             self.scans = STALE_SCAN_FULL_EVERY / STALE_SCAN_EVERY - 1;
             return true;
         }
-        self.idle = STALE_SCAN_EVERY;
+        self.idle = STALE_SCAN_EVERY - 1;
         false
     }
 
@@ -805,10 +962,10 @@ mod tests {
             );
         }
         // A slot two laps ahead is out of phase, not a completion: skipped.
-        let head = cq.head;
+        let head = cq.head();
         produce(head % 4, head / 4 + 1);
         assert!(matches!(cq.next(), Next::OutOfPhase));
-        assert_eq!(cq.head, head + 1);
+        assert_eq!(cq.head(), head + 1);
     }
 
     /// What the queue gives, polled as a burst loop would (empty polls
@@ -854,7 +1011,7 @@ mod tests {
             assert_eq!(poll(&mut cq), "stale");
         }
         assert_eq!(poll(&mut cq), "cqe");
-        assert_eq!(cq.head, 8 + 9);
+        assert_eq!(cq.head(), 8 + 9);
         assert_eq!(poll(&mut cq), "empty");
     }
 
@@ -930,9 +1087,9 @@ mod tests {
             found.is_some(),
             "the search ran within {STALE_SCAN_EVERY} polls"
         );
-        assert_eq!(cq.head, 8 + 2, "slot 1 skipped");
+        assert_eq!(cq.head(), 8 + 2, "slot 1 skipped");
         assert_eq!(burst(&mut cq), "cqe");
-        assert_eq!(cq.head, 8 + 3);
+        assert_eq!(cq.head(), 8 + 3);
         // After a skip the next empty poll searches (fully) again.
         assert_eq!(burst(&mut cq), "searched");
         assert_eq!(burst(&mut cq), "empty");
@@ -966,7 +1123,7 @@ mod tests {
         };
         // SAFETY: the vector outlives the queue.
         let mut cq = unsafe { CompQueue::new(base as *mut u8, 8, 9) };
-        cq.head = 8 + 5; // slot 5 of lap 1: a run wraps after three entries
+        cq.set_head(8 + 5); // slot 5 of lap 1: a run wraps after three entries
         for idx in 8..13 {
             produce(idx, 0); // lap 1's entries before the head, consumed
         }
@@ -997,6 +1154,6 @@ mod tests {
         assert_eq!(c.data[0], 5);
         assert!(matches!(r.next(), Next::Empty));
         drop(r);
-        assert_eq!(cq.head, 18, "the cursor's head is written back");
+        assert_eq!(cq.head(), 18, "the cursor's head is written back");
     }
 }

@@ -72,9 +72,25 @@ pub(super) fn seed_eal() -> String {
 /// PMD are loaded with `-d` (neither is in DPDK's plugin directory), and
 /// the stack's own EAL options come first.
 pub(super) fn testpmd_cmd(stack: &Stack, pmd: Pmd, eal: &str, args: &str) -> String {
+    dpdk_cmd(stack, "dpdk-testpmd", pmd, NO_HUGE, eal, args)
+}
+
+/// EAL's memory and cores in the guest unless a scenario reserves
+/// hugepages.
+pub(super) const NO_HUGE: &str = "--no-huge -m 128 -l 0-1";
+
+/// The DPDK program `prog` (in /usr/local/bin) of `stack` with `pmd`, EAL
+/// memory and core arguments `mem`, on the port `eal` names.
+pub(super) fn dpdk_cmd(
+    stack: &Stack,
+    prog: &str,
+    pmd: Pmd,
+    mem: &str,
+    eal: &str,
+    args: &str,
+) -> String {
     format!(
-        "{}/usr/local/bin/dpdk-testpmd --no-huge -m 128 -l 0-1 \
-         -d {} -d {} {} {eal} -- {args}",
+        "{}/usr/local/bin/{prog} {mem} -d {} -d {} {} {eal} -- {args}",
         pmd.env(stack),
         stack.mempool_ring,
         pmd.plugin(stack),
@@ -168,13 +184,13 @@ impl Tier {
 }
 
 /// What the peer and the device counted for one round of frames.
-#[derive(Clone)]
-struct Round {
+#[derive(Clone, Debug)]
+pub(super) struct Round {
     /// Peer TX, device RX, device TX, peer RX: (frames, bytes) each.
-    peer_tx: (u64, u64),
-    dev_rx: (u64, u64),
-    dev_tx: (u64, u64),
-    peer_rx: (u64, u64),
+    pub peer_tx: (u64, u64),
+    pub dev_rx: (u64, u64),
+    pub dev_tx: (u64, u64),
+    pub peer_rx: (u64, u64),
 }
 
 impl Round {
@@ -192,7 +208,7 @@ impl Round {
 
 /// One "NIC statistics for port 0" block of testpmd's output:
 /// (RX frames, RX bytes, TX frames, TX bytes).
-fn port_stats(block: &str) -> Result<(u64, u64, u64, u64), String> {
+pub(super) fn port_stats(block: &str) -> Result<(u64, u64, u64, u64), String> {
     let stat = |k: &str| -> Result<u64, String> {
         block
             .split_whitespace()
@@ -211,7 +227,7 @@ fn port_stats(block: &str) -> Result<(u64, u64, u64, u64), String> {
 
 /// Every hop counted the same frames and bytes: peer TX = device RX =
 /// testpmd RX = testpmd TX = device TX = peer RX.
-fn check_hops(r: &Round, tpmd: (u64, u64, u64, u64)) -> Result<(), String> {
+pub(super) fn check_hops(r: &Round, tpmd: (u64, u64, u64, u64)) -> Result<(), String> {
     check_hops_held(r, tpmd, (0, 0))
 }
 
@@ -253,7 +269,12 @@ impl Tier {
     /// FIFO /tmp/tpin) and waits until its output contains `until`. The
     /// prompt is written at once; testpmd's printf output reaches the file
     /// (no tty, no stdbuf in the guest) only when it exits.
-    fn testpmd_do(&mut self, cmd: &str, until: &str, timeout: Duration) -> Result<String, String> {
+    pub(super) fn testpmd_do(
+        &mut self,
+        cmd: &str,
+        until: &str,
+        timeout: Duration,
+    ) -> Result<String, String> {
         let from = self
             .sh30("wc -c < /tmp/tpout")?
             .trim()
@@ -280,7 +301,7 @@ impl Tier {
     /// interface down, `-a <pci>,mac=<mac>`), `macswap` forwarding over
     /// `queues` queue pairs, driven through the FIFO /tmp/tpin; returns
     /// once forwarding has started.
-    fn testpmd_launch(&mut self, queues: usize) -> Result<(), String> {
+    pub(super) fn testpmd_launch(&mut self, queues: usize) -> Result<(), String> {
         self.testpmd_launch_with(Pmd::Rust, queues)
     }
 
@@ -296,6 +317,18 @@ impl Tier {
         &mut self,
         pmd: Pmd,
         queues: usize,
+        eal: &str,
+        extra: &str,
+    ) -> Result<(), String> {
+        self.testpmd_launch_mem(pmd, queues, NO_HUGE, eal, extra)
+    }
+
+    /// [`Tier::testpmd_launch_args`] with EAL memory arguments `mem`.
+    pub(super) fn testpmd_launch_mem(
+        &mut self,
+        pmd: Pmd,
+        queues: usize,
+        mem: &str,
         eal: &str,
         extra: &str,
     ) -> Result<(), String> {
@@ -317,9 +350,11 @@ impl Tier {
         self.sh30(&format!(
             "rm -f /tmp/tpin /tmp/tpout; mkfifo /tmp/tpin; \
              {} < /tmp/tpin > /tmp/tpout 2>&1 & sleep 900 > /tmp/tpin & echo $! > /tmp/tpsleep",
-            testpmd_cmd(
+            dpdk_cmd(
                 self.stack,
+                "dpdk-testpmd",
                 pmd,
+                mem,
                 eal,
                 &format!(
                     "-i --forward-mode=macswap --rxq={queues} --txq={queues} --total-num-mbufs=4096 {extra}"
@@ -355,7 +390,7 @@ impl Tier {
     /// The peer sends `n` UDP frames (61 flows, 60-260 bytes) to the port
     /// and waits for them to come back; the peer's and the device's counts
     /// once they settle. `seed` varies the payloads between rounds.
-    fn peer_round(&mut self, n: u64, seed: u8) -> Result<Round, String> {
+    pub(super) fn peer_round(&mut self, n: u64, seed: u8) -> Result<Round, String> {
         self.peer_round_sized(n, seed, &|i| 18 + (i as usize % 200))
     }
 
@@ -397,7 +432,11 @@ impl Tier {
     }
 
     /// What the peer and the device counted since `p0` and `d0`.
-    fn round_since(&self, p0: &LinkCounters, d0: &PortCounters) -> Result<Round, String> {
+    pub(super) fn round_since(
+        &self,
+        p0: &LinkCounters,
+        d0: &PortCounters,
+    ) -> Result<Round, String> {
         let (p1, d1) = (
             self.peer.counters().map_err(|e| e.to_string())?,
             self.port(),
@@ -424,7 +463,7 @@ impl Tier {
     }
 
     /// `quit`; testpmd's whole output (written only at exit).
-    fn testpmd_quit(&mut self) -> Result<String, String> {
+    pub(super) fn testpmd_quit(&mut self) -> Result<String, String> {
         self.testpmd_do("quit", "Bye", Duration::from_secs(60))?;
         // The FIFO's writer, by its pid.
         self.sh30("kill $(cat /tmp/tpsleep)")?;
@@ -432,7 +471,7 @@ impl Tier {
     }
 
     /// Nothing testpmd made through mana_ib outlives it on the device.
-    fn testpmd_left_nothing(&self) -> Result<(), String> {
+    pub(super) fn testpmd_left_nothing(&self) -> Result<(), String> {
         let d = lock(&self.func.dev);
         if !d.wq_objs.is_empty()
             || d.rdma.user_pds() != 0
@@ -784,9 +823,41 @@ fn heap_in_use(out: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// testpmd's two `dump_socket_mem` in `out` (before and after `what`) show
+/// the same heap in use, and its last `dump_mempool` no mbuf in use (the
+/// port stopped); the heap (MB, allocations).
+pub(super) fn heap_and_mbufs_flat(out: &str, what: &str) -> Result<(String, u64), String> {
+    let heap = heap_in_use(out);
+    if heap.len() != 2 || heap[0] != heap[1] {
+        return Err(format!(
+            "DPDK heap before and after {what} (MB, allocations): {heap:?}"
+        ));
+    }
+    let pools: Vec<_> = mana_emu::harness::parse_mempools(out)
+        .into_iter()
+        .filter(|p| p.name.starts_with("mb_pool"))
+        .collect();
+    match pools.last() {
+        Some(p) if p.in_use == 0 => Ok(heap[0].clone()),
+        Some(p) => Err(format!(
+            "{} of {} mbufs in use with the port stopped after {what}",
+            p.in_use, p.size
+        )),
+        None => Err(format!("no mempool in testpmd's dump:\n{out}")),
+    }
+}
+
+/// How long a reset took: the function away, back, our PMD's queues live
+/// again (each from the reset's start but `back`, from the return).
+pub(super) struct ResetTimes {
+    pub away: Duration,
+    pub back: Duration,
+    pub recovered: Duration,
+}
+
 /// How `dpdk-reset*` takes the device away and brings it back.
-#[derive(Clone, Copy)]
-enum ResetPath {
+#[derive(Clone, Copy, Debug)]
+pub(super) enum ResetPath {
     /// `mana` unbound and bound: the suspend/resume of a service reset.
     Unbind,
     /// The PCI function removed and the bus rescanned: an FPGA
@@ -798,7 +869,7 @@ enum ResetPath {
 }
 
 /// The events testpmd printed for port 0, in order, by their short names.
-fn port0_events(out: &str) -> Vec<&'static str> {
+pub(super) fn port0_events(out: &str) -> Vec<&'static str> {
     out.lines()
         .filter_map(|l| l.trim().strip_prefix("Port 0: "))
         .filter_map(|e| match e {
@@ -842,18 +913,15 @@ impl Tier {
         self.reset_through(ResetPath::Service)
     }
 
-    fn reset_through(&mut self, path: ResetPath) -> Outcome {
-        const N: u64 = 200;
-        const QUEUES: usize = 2;
-        self.testpmd_launch(QUEUES)?;
-        let r1 = self.peer_round(N, 0)?;
-        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do(
-            &self.stack.dump("socket_mem"),
-            "testpmd> ",
-            Duration::from_secs(30),
-        )?;
-        self.testpmd_do("clear port stats 0", "testpmd> ", Duration::from_secs(30))?;
+    /// One reset through `path` under a forwarding testpmd with `queues`
+    /// queues: the function goes away (nothing of it left on the device)
+    /// and comes back, and our PMD's new PD and RSS QP are live with all
+    /// its RQs.
+    pub(super) fn reset_and_recover(
+        &mut self,
+        path: ResetPath,
+        queues: usize,
+    ) -> Result<ResetTimes, String> {
         let (pds0, qps0) = {
             let d = lock(&self.func.dev);
             let n = |k: &str| d.ledger.succeeded.get(k).copied().unwrap_or(0);
@@ -933,7 +1001,7 @@ impl Tier {
                 let d = lock(&self.func.dev);
                 let n = |k: &str| d.ledger.succeeded.get(k).copied().unwrap_or(0);
                 n("GDMA_CREATE_PD") > pds0 && n("MANA_CONFIG_VPORT_RX") > qps0
-            } && self.live_rqs().len() == QUEUES;
+            } && self.live_rqs().len() == queues;
             if done {
                 break;
             }
@@ -945,7 +1013,27 @@ impl Tier {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        let recovered = t0.elapsed();
+        Ok(ResetTimes {
+            away,
+            back,
+            recovered: t0.elapsed(),
+        })
+    }
+
+    fn reset_through(&mut self, path: ResetPath) -> Outcome {
+        const N: u64 = 200;
+        const QUEUES: usize = 2;
+        self.testpmd_launch(QUEUES)?;
+        let r1 = self.peer_round(N, 0)?;
+        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(
+            &self.stack.dump("socket_mem"),
+            "testpmd> ",
+            Duration::from_secs(30),
+        )?;
+        self.testpmd_do("clear port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        let times = self.reset_and_recover(path, QUEUES)?;
+        let (away, back, recovered) = (times.away, times.back, times.recovered);
         let ibdev = self
             .sh30(&format!(
                 "ls /sys/bus/pci/devices/{PCI}/infiniband; ls /sys/bus/pci/devices/{PCI}/infiniband_verbs"
@@ -1008,31 +1096,7 @@ impl Tier {
         // The same queues on the new device: the same DPDK memory in use.
         // (On a disassociated context libibverbs fails the destroys with
         // EIO and libmana then never frees the rings it had us allocate.)
-        let heap = heap_in_use(&out);
-        if heap.len() != 2 || heap[0] != heap[1] {
-            let dumps: Vec<&str> = out
-                .lines()
-                .filter(|l| l.contains("size(M)") || l.contains("socket_mem"))
-                .collect();
-            return Err(format!(
-                "DPDK heap before and after the reset (bytes, allocations): {heap:?}; testpmd's dump_socket_mem lines:\n{}",
-                dumps.join("\n")
-            ));
-        }
-        let pools: Vec<_> = mana_emu::harness::parse_mempools(&out)
-            .into_iter()
-            .filter(|p| p.name.starts_with("mb_pool"))
-            .collect();
-        match pools.last() {
-            Some(p) if p.in_use == 0 => {}
-            Some(p) => {
-                return Err(format!(
-                    "{} of {} mbufs in use with the port stopped after the reset",
-                    p.in_use, p.size
-                ))
-            }
-            None => return Err(format!("no mempool in testpmd's dump:\n{out}")),
-        }
+        let heap = heap_and_mbufs_flat(&out, "the reset")?;
         self.testpmd_left_nothing()?;
         let mut silent = String::new();
         if matches!(path, ResetPath::Service) {
@@ -1067,8 +1131,8 @@ impl Tier {
             super::scenarios::fmt_dur(recovered),
             r1.dev_rx.0,
             r2.dev_rx.0,
-            heap[0].0,
-            heap[0].1,
+            heap.0,
+            heap.1,
         ))
     }
 }

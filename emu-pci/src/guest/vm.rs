@@ -55,6 +55,9 @@ pub const GUEST_C_PMD: &str = "/usr/lib/net-mana/librte_net_mana_upstream.so";
 pub const GUEST_QSTATE_SHIM: &str = "/usr/lib/net-mana/libtestpmd_qstate_shim.so";
 /// Where the guest finds `mana-preflight`.
 pub const GUEST_PREFLIGHT: &str = "/usr/local/bin/mana-preflight";
+/// bookworm's `dpdk-proc-info` (package dpdk), and where the guest finds it.
+pub const HOST_PROC_INFO: &str = "/usr/bin/dpdk-proc-info";
+pub const GUEST_PROC_INFO: &str = "/usr/local/bin/dpdk-proc-info";
 
 impl Pieces {
     /// The pieces of `stack`.
@@ -170,6 +173,11 @@ impl Pieces {
         }
         if let Some(p) = &self.preflight {
             i.file(GUEST_PREFLIGHT, 0o755, &fs::read(p)?);
+        }
+        // The DPDK secondary of `dpdk-reset-loop`: this machine's (the same
+        // bookworm DPDK as the guest's testpmd, whose libraries it uses).
+        if let Ok(b) = fs::read(HOST_PROC_INFO) {
+            i.file(GUEST_PROC_INFO, 0o755, &b);
         }
         Ok(i.finish())
     }

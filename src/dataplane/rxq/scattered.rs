@@ -114,10 +114,10 @@ impl RxQueue {
             unsafe { ffi::mana_shim_mempool_put_bulk(self.conf.mp, spare.as_ptr().cast(), n) };
         }
         let head_len = total.min(u32::from(u16::MAX)) as u16;
-        let (ol, ptype, tci) = rx_flags::packet_meta(flags, head_len, || {
-            // SAFETY: the first buffer holds at least `MIN_BUF_LEN` bytes
-            // (queue setup checks), more than the head read here.
-            unsafe { mbuf::data_head::<{ rx_flags::FRAME_HEAD }>(head) }
+        let (ol, ptype, tci) = rx_flags::packet_meta(flags, head_len, |at| {
+            // SAFETY: `at + 2 <= FRAME_HEAD <= MIN_BUF_LEN`, and the first
+            // buffer holds at least `MIN_BUF_LEN` bytes (queue setup checks).
+            unsafe { mbuf::data_be16(head, at) }
         });
         // SAFETY: the chain's first mbuf, ours.
         unsafe {
