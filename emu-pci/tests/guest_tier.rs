@@ -90,5 +90,5 @@ fn guest_tier_trixie_stack() {
 /// exactly once they stop.
 #[test]
 fn guest_tier_lying_device() {
-    run("kernel", &["dpdk-lying"]);
+    run("bookworm", None, &["dpdk-lying"]);
 }
