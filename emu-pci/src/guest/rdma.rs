@@ -469,14 +469,16 @@ fn parse_gid(s: &str) -> Option<[u8; 16]> {
 /// (testpmd's: `ib_dealloc_pd_user`, then `uverbs_destroy_ufile_hw`), and
 /// ib_core finds them still tracked when it unregisters each device
 /// (`rdma_restrack_clean`). And `mana`'s GF statistics query, every 2 s,
-/// times out when it runs between the event and the suspend cancelling it.
+/// times out (-110: ETIMEDOUT, in either of its two wordings) when it runs
+/// between the event and the suspend cancelling it.
 /// The kernel's behaviour on the hardware too.
-pub(super) const SERVICE_RESET_KERNEL_WARNINGS: [&str; 5] = [
+pub(super) const SERVICE_RESET_KERNEL_WARNINGS: [&str; 6] = [
     "Destroy of kernel PD shouldn't fail",
     "at ib_dealloc_pd_user",
     "at uverbs_destroy_ufile_hw",
     "at rdma_restrack_clean",
     "Gf stats wk handler: gf stats query timed out.",
+    "Failed to query GF stats: -110",
 ];
 
 /// `log`'s lines without the kernel warning blocks and the lines that
