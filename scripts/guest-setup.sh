@@ -98,6 +98,34 @@ if [ ! -f "$chroot_stamp" ] || [ "$(cat "$chroot_stamp")" != "$want_stamp" ]; th
 fi
 qemu_ver=$(chroot "$ROOT" dpkg-query -W -f='${Version}' qemu-system-x86)
 
+# The chroot's apt: its own configuration (trixie + backports), or after
+# `use_suite SUITE` a private one naming only SUITE of the same archive,
+# with its own lists and an empty dpkg status (what the chroot has
+# installed is trixie's, not SUITE's). Nothing in the chroot's /etc/apt
+# changes for it. A mirror frozen in time (a snapshot) serves a sid whose
+# Release file has expired: NET_MANA_APT_VALID_UNTIL=false accepts it (the
+# signature is still checked).
+APT_OPTS=()
+capt() { chroot "$ROOT" apt-get "${APT_OPTS[@]}" "$@"; }
+ccache() { chroot "$ROOT" apt-cache "${APT_OPTS[@]}" "$@"; }
+use_suite() {
+    local suite=$1 d=/var/lib/net-mana-apt/$1 uri
+    if [ "$suite" = "$SUITE" ]; then
+        APT_OPTS=()
+        return
+    fi
+    uri=$(sed -n 's/^URIs: //p' "$ROOT/etc/apt/sources.list.d/debian.sources" | head -1)
+    mkdir -p "$ROOT$d/lists/partial" "$ROOT$d/parts" "$ROOT$d/cache/archives/partial"
+    : >"$ROOT$d/status"
+    printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$uri" "$suite" >"$ROOT$d/debian.sources"
+    APT_OPTS=(-o "Dir::Etc::SourceList=$d/debian.sources" -o "Dir::Etc::SourceParts=$d/parts"
+              -o "Dir::State::Lists=$d/lists" -o "Dir::State::Status=$d/status"
+              -o "Dir::Cache=$d/cache" -o APT::Sandbox::User=root
+              -o Acquire::Check-Valid-Until="${NET_MANA_APT_VALID_UNTIL:-true}")
+    ls "$ROOT$d/lists/"*_Packages* >/dev/null 2>&1 || capt -qq update
+}
+
 # --- 2. the cloud kernels ---------------------------------------------------
 # fetch_kernel DIR PICK: the cloud kernel whose metapackage version matches
 # the awk regex PICK (of `apt-cache madison`), into $G/DIR: vmlinuz, config,
@@ -109,21 +137,21 @@ fetch_kernel() {
     if [ -f "$kdir/.net-mana-kernel" ] && [ "$(cat "$kdir/.net-mana-kernel")" = "$want_kstamp" ]; then
         return 0
     fi
-    chroot "$ROOT" apt-get -qq update
+    capt -qq update
     local meta pkg kv deps
-    meta=$(chroot "$ROOT" apt-cache madison linux-image-cloud-amd64 |
+    meta=$(ccache madison linux-image-cloud-amd64 |
         awk -F' *[|] *' -v pick="$pick" '$2 ~ pick { print $2; exit }')
     [ -n "$meta" ] || { echo "guest-setup.sh: no linux-image-cloud-amd64 matching $pick" >&2; exit 1; }
-    pkg=$(chroot "$ROOT" apt-cache depends "linux-image-cloud-amd64=$meta" |
+    pkg=$(ccache depends "linux-image-cloud-amd64=$meta" |
         sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-cloud-amd64\(-unsigned\)\?\)$/\1/p' | head -1)
     [ -n "$pkg" ] || { echo "guest-setup.sh: linux-image-cloud-amd64 $meta names no kernel image" >&2; exit 1; }
     kv=${pkg#linux-image-}; kv=${kv%-unsigned}
-    deps=$(chroot "$ROOT" apt-cache depends "$pkg" |
+    deps=$(ccache depends "$pkg" |
         sed -n "s/^ *Depends: \(linux-\(base\|binary\|modules\)-$kv\)\$/\1/p")
     log "downloading $pkg $(echo $deps)"
     rm -rf "$kdir" "$ROOT/tmp/kernel-deb"
     mkdir -p "$ROOT/tmp/kernel-deb" "$kdir"
-    chroot "$ROOT" sh -c "cd /tmp/kernel-deb && apt-get -qq -o APT::Sandbox::User=root download $pkg $(echo $deps)"
+    chroot "$ROOT" sh -c "cd /tmp/kernel-deb && apt-get ${APT_OPTS[*]} -qq -o APT::Sandbox::User=root download $pkg $(echo $deps)"
     # Extracted inside the chroot, whose kmod reads the modules' .modinfo.
     local x="$ROOT/tmp/kernel-x" deb
     rm -rf "$x"
@@ -180,6 +208,13 @@ fetch_kernel() {
 # handles the device's service-reset event (emu-pci/README.md).
 fetch_kernel kernel '^6[.]12[.]'
 fetch_kernel kernel-backports 'bpo'
+# sid's (issue 21's `sid` stack): optional, see below.
+SID_HINT="the sid stack is not cached (scripts/guest.sh --stack sid fails saying so); if the mirror is a snapshot whose sid Release file expired, rerun with NET_MANA_APT_VALID_UNTIL=false"
+sid_ok=1
+# (In the background and waited for: a subshell whose status is tested
+# would run without set -e.)
+( use_suite sid; fetch_kernel kernel-sid '.' ) &
+wait $! || { sid_ok=0; log "$SID_HINT"; }
 kver=$(cat "$G/kernel/version")
 
 # --- 3. the guest's base userspace ------------------------------------------
@@ -248,6 +283,128 @@ if [ ! -f "$rootfs_stamp" ] || [ "$(cat "$rootfs_stamp")" != "$want_rstamp" ]; t
     done
     find "$G/rootfs/etc/libibverbs.d" -name '*.driver' ! -name 'mana.driver' -delete
     echo "$want_rstamp" >"$rootfs_stamp"
+fi
+
+# --- 4. the other stacks' userspace (issue 21) -----------------------------
+# stack_rootfs NAME PKGS...: rootfs-NAME/, the base userspace above with
+# Debian NAME's verbs and DPDK userspace instead of bookworm's: PKGS (whose
+# binaries the guest runs) and the libraries they need, from NAME's archive
+# through the chroot's own apt configuration (its sources name the suite).
+# The .debs are kept in debs-NAME/. dpdk-dev carries dpdk-testpmd; its
+# dependencies on libdpdk-dev (headers) and python3 (scripts) are not
+# followed. Everything unpacked lands in a staging tree inside the chroot,
+# and the guest gets what the programs' dynamic linking resolves there
+# (falling back to the chroot's own libraries: the same suite), plus the
+# verbs provider (libmana) and DPDK's ring mempool plugin. The distro's C
+# net/mana (librte_net_mana.so.<ABI>) stays at its package path, outside the
+# autoloaded plugin directory: testpmd loads it only when told to (-d), so
+# it never competes with our PMD for the function.
+STACK_BINS=(/usr/bin/dpdk-testpmd /usr/bin/ibv_devinfo)
+stack_rootfs() {
+    local name=$1 dir="$G/rootfs-$1" debs="$G/debs-$1"
+    shift
+    local stamp="$dir/.net-mana-rootfs"
+    local want="v2 ${APT_OPTS[*]:+${APT_OPTS[*]} }$* ${STACK_BINS[*]} $(cat "$rootfs_stamp")"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return 0
+    fi
+    log "assembling stack $name's userspace in $dir"
+    # Another suite than the chroot's brings its own glibc: everything is
+    # taken from its packages, and resolved by its own dynamic loader.
+    local own_libc=0
+    [ ${#APT_OPTS[@]} -eq 0 ] || own_libc=1
+    installed() { [ $own_libc = 1 ] || chroot "$ROOT" dpkg-query -W -f='${Package}\n'; }
+    local dep_opts=(--no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances)
+    local top=() p
+    for p in "$@"; do
+        if [ "$p" = dpdk-dev ]; then
+            mapfile -t -O "${#top[@]}" top < <(ccache depends "${dep_opts[@]}" dpdk-dev |
+                sed -n 's/^ *|\?Depends: //p' | grep -v '^<' | grep -vx 'libdpdk-dev\|python3')
+        else
+            top+=("$p")
+        fi
+    done
+    # The run-time libraries (lib*, no -dev) of the closure, and the named
+    # packages; not what the chroot has installed (its files are taken from it).
+    local all
+    all=$( (ccache depends --recurse "${dep_opts[@]}" "${top[@]}" |
+            grep -v '^[ <]' | grep -x 'lib.*' | grep -v -e '-dev$' -e '^libpython'; printf '%s\n' "$@") |
+        sort -u | comm -23 - <(installed | sort -u))
+    rm -rf "$ROOT/tmp/stack-debs" "$debs"
+    mkdir -p "$ROOT/tmp/stack-debs"
+    log "downloading $(echo "$all" | wc -l) packages of $name ($*)"
+    chroot "$ROOT" sh -c "cd /tmp/stack-debs && apt-get ${APT_OPTS[*]} -qq -o APT::Sandbox::User=root download $(echo $all)" || {
+        capt -qq update
+        chroot "$ROOT" sh -c "cd /tmp/stack-debs && apt-get ${APT_OPTS[*]} -qq -o APT::Sandbox::User=root download $(echo $all)"
+    }
+    mv "$ROOT/tmp/stack-debs" "$debs"
+    local stage="$ROOT/tmp/stack-stage" d
+    rm -rf "$stage"
+    for d in "$debs"/*.deb; do dpkg-deb -x "$d" "$stage"; done
+    rm -rf "$dir"
+    cp -a "$G/rootfs" "$dir"
+    # Bookworm's verbs and DPDK userspace out; the guest's tools and glibc stay.
+    rm -rf "$dir/usr/lib/x86_64-linux-gnu" "$dir/etc/libibverbs.d" "$dir/usr/local/bin/dpdk-testpmd"
+    rm -f "$dir/usr/bin/ibv_"* "$dir"/lib/x86_64-linux-gnu/libnl*
+    local L=/usr/lib/x86_64-linux-gnu lib real from
+    local resolve=(chroot "$ROOT" env LD_LIBRARY_PATH="/tmp/stack-stage$L:/tmp/stack-stage/lib/x86_64-linux-gnu" ldd)
+    if [ $own_libc = 1 ]; then
+        rm -f "$dir"/lib/x86_64-linux-gnu/{libc.so.6,libm.so.6,ld-linux-x86-64.so.2} "$dir/lib64/ld-linux-x86-64.so.2"
+        resolve=(chroot "$ROOT" /tmp/stack-stage$L/ld-linux-x86-64.so.2
+                 --library-path "/tmp/stack-stage$L:/tmp/stack-stage/lib/x86_64-linux-gnu" --list)
+    fi
+    local pmds mana_c ring
+    pmds=$(cd "$stage$L/dpdk" && ls -d pmds-*)
+    mana_c=$(cd "$stage$L" && ls librte_net_mana.so.* | sort | head -1)
+    ring=$(cd "$stage$L/dpdk/$pmds" && ls librte_mempool_ring.so.* | sort | head -1)
+    local want_libs=("${STACK_BINS[@]}" "$L/$mana_c" "$L/dpdk/$pmds/$ring")
+    want_libs+=("$L/libibverbs/$(cd "$stage$L/libibverbs" && ls libmana-rdmav*.so)")
+    for b in "${want_libs[@]}"; do
+        [ -e "$stage$b" ] || { echo "guest-setup.sh: $name has no $b" >&2; exit 1; }
+        mkdir -p "$dir$(dirname "$b")"
+        cp -L "$stage$b" "$dir$b"
+        for lib in $("${resolve[@]}" "/tmp/stack-stage$b" |
+                     awk '$2 == "=>" && $3 ~ /^\// {print $3}'); do
+            case "$lib" in
+                /tmp/stack-stage/*) from=$ROOT$lib lib=${lib#/tmp/stack-stage} ;;
+                *) from=$ROOT$(chroot "$ROOT" readlink -f "$lib") ;;
+            esac
+            [ -e "$dir$lib" ] && continue
+            mkdir -p "$dir$(dirname "$lib")"
+            cp -L "$from" "$dir$lib"
+        done
+    done
+    # testpmd where the scenarios start it on every stack.
+    ln -s /usr/bin/dpdk-testpmd "$dir/usr/local/bin/dpdk-testpmd"
+    mkdir -p "$dir/etc/libibverbs.d"
+    cp "$stage/etc/libibverbs.d/mana.driver" "$dir/etc/libibverbs.d/"
+    # The libraries our PMD links that testpmd does not (built against the
+    # same DPDK ABI, see scripts/guest.sh --stack).
+    for lib in librte_bus_pci librte_ethdev librte_mbuf librte_mempool librte_eal librte_log librte_kvargs librte_net librte_pci; do
+        real=$(ls "$stage$L/$lib".so.* 2>/dev/null | sort | head -1)
+        if [ -n "$real" ] && [ ! -e "$dir$L/${real##*/}" ]; then cp -L "$real" "$dir$L/"; fi
+    done
+    # Rust's cdylib links libgcc_s (the unwinder), which DPDK does not.
+    if [ $own_libc = 1 ]; then
+        [ -e "$dir$L/libgcc_s.so.1" ] || cp -L "$stage$L/libgcc_s.so.1" "$dir$L/"
+        # The dynamic loader every binary names (PT_INTERP).
+        cp -L "$stage$L/ld-linux-x86-64.so.2" "$dir/lib64/ld-linux-x86-64.so.2"
+    else
+        [ -e "$dir/lib/x86_64-linux-gnu/libgcc_s.so.1" ] ||
+            cp -L "$ROOT/lib/x86_64-linux-gnu/libgcc_s.so.1" "$dir/lib/x86_64-linux-gnu/"
+    fi
+    printf '%s\n' "$(cd "$debs" && ls)" >"$dir/.net-mana-debs"
+    rm -rf "$stage"
+    echo "$want" >"$stamp"
+}
+# Debian trixie: rdma-core 56.1, DPDK 24.11 with its C driver (issue 21).
+stack_rootfs trixie dpdk-dev librte-net-mana25 librte-mempool-ring25 libibverbs1 ibverbs-providers ibverbs-utils
+# Debian sid: rdma-core 65, DPDK 25.11 with its C driver, sid's glibc.
+# Optional: a failure here leaves the other stacks ready.
+if [ $sid_ok = 1 ]; then
+    ( use_suite sid; stack_rootfs sid dpdk-dev librte-net-mana26 librte-mempool-ring26 libibverbs1 \
+          ibverbs-providers ibverbs-utils libc6 libgcc-s1 ) &
+    wait $! || log "$SID_HINT"
 fi
 
 log "ready: QEMU $qemu_ver, kernel $kver ($(wc -l <"$G/kernel/modules.order") modules) and $(cat "$G/kernel-backports/version") from backports, in $G"

@@ -31,6 +31,10 @@ pub struct Ledger {
     /// Objects still alive when the HWC of a service reset went away: the
     /// reset took them (the driver could not destroy them unanswered).
     pub taken_by_reset: Vec<String>,
+    /// EQEs of undefined type the lying device posted, by EQ (what the
+    /// shared model's `LieKind::UnknownEvent` becomes on a CQ reporting to
+    /// an EQ; the model's `counters().device.lies` has the rest).
+    pub lie_eqes: BTreeMap<u32, u64>,
 }
 
 /// The log name of a raw request code.

@@ -2,12 +2,14 @@
 //! driver in a QEMU guest, against our vfio-user MANA function) must print
 //! `ok` for every scenario: all of them under Debian trixie's 6.12 kernel,
 //! and the device-raised service reset under trixie-backports' kernel,
-//! whose `mana` handles it.
+//! whose `mana` handles it; and the DPDK scenarios on Debian trixie's
+//! userspace (rdma-core 56.1, DPDK 24.11 with its packaged C driver).
 //!
 //! Needs root (chroot, network namespaces): skipped otherwise. Needs the
 //! pieces `scripts/guest-setup.sh` caches: fails, saying so, without them.
 
 use mana_pci::guest::scenarios::SCENARIOS;
+use mana_pci::guest::stack;
 use std::process::Command;
 
 /// What runs under the backports kernel: its `mana` probing our device,
@@ -24,9 +26,10 @@ const BACKPORTS: [&str; 4] = [
 /// One guest at a time: the machine has two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Runs `scripts/guest.sh` with `scenarios` (all if empty) under the kernel
-/// of `kernel_dir`; asserts each one printed `ok`.
-fn run(kernel_dir: &str, scenarios: &[&str]) {
+/// Runs `scripts/guest.sh` on `stack_name` with `scenarios` (the stack's
+/// if empty) under the kernel of `kernel_dir` (the stack's if `None`);
+/// asserts each one printed `ok`.
+fn run(stack_name: &str, kernel_dir: Option<&str>, scenarios: &[&str]) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -34,25 +37,29 @@ fn run(kernel_dir: &str, scenarios: &[&str]) {
         return;
     }
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let out = Command::new(format!("{root}/scripts/guest.sh"))
-        .arg("-v")
+    let stack = stack::by_name(stack_name).expect("a known stack");
+    let mut cmd = Command::new(format!("{root}/scripts/guest.sh"));
+    cmd.args(["-v", "--stack", stack_name])
         .args(scenarios)
-        .env("MANA_GUEST_BIN", env!("CARGO_BIN_EXE_mana-guest"))
-        .env("MANA_GUEST_KERNEL", kernel_dir)
-        .output()
-        .expect("run scripts/guest.sh");
+        .env("MANA_GUEST_BIN", env!("CARGO_BIN_EXE_mana-guest"));
+    match kernel_dir {
+        Some(k) => cmd.env("MANA_GUEST_KERNEL", k),
+        None => cmd.env_remove("MANA_GUEST_KERNEL"),
+    };
+    let out = cmd.output().expect("run scripts/guest.sh");
+    let kernel_dir = kernel_dir.unwrap_or(stack.kernel);
     let text = String::from_utf8_lossy(&out.stdout);
     let err = String::from_utf8_lossy(&out.stderr);
     println!("{text}{err}");
     let want: &[&str] = if scenarios.is_empty() {
-        &SCENARIOS
+        stack.scenarios.unwrap_or(&SCENARIOS)
     } else {
         scenarios
     };
     for s in want {
         assert!(
             text.lines().any(|l| l == format!("{s}: ok")),
-            "{s} did not pass under {kernel_dir}:\n{text}\n{err}"
+            "{s} did not pass on stack {stack_name} under {kernel_dir}:\n{text}\n{err}"
         );
     }
     assert!(out.status.success(), "guest.sh failed:\n{text}\n{err}");
@@ -60,10 +67,28 @@ fn run(kernel_dir: &str, scenarios: &[&str]) {
 
 #[test]
 fn guest_tier() {
-    run("kernel", &[]);
+    run("bookworm", None, &[]);
 }
 
 #[test]
 fn guest_tier_backports_kernel() {
-    run("kernel-backports", &BACKPORTS);
+    run("bookworm", Some("kernel-backports"), &BACKPORTS);
+}
+
+/// Debian trixie's userspace under the same 6.12 kernel: rdma-core 56.1's
+/// libibverbs/libmana, DPDK 24.11.8's testpmd with our PMD built against
+/// 24.11 (`scripts/guest.sh --stack trixie` builds it), and trixie's own
+/// packaged C `net/mana` (`librte-net-mana25`).
+#[test]
+fn guest_tier_trixie_stack() {
+    run("trixie", None, &[]);
+}
+
+/// The lying device through the real kernel (`dpdk-lying`, opt-in: longer
+/// than the tier allows a scenario): our PMD under 6.12's `mana_ib`
+/// survives the structured lies in its CQs, counts them, and forwards
+/// exactly once they stop.
+#[test]
+fn guest_tier_lying_device() {
+    run("bookworm", None, &["dpdk-lying"]);
 }

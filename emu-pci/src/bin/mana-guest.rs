@@ -3,10 +3,12 @@
 //! `<scenario>: ok` or `<scenario>: FAILED <reason>` (followed, on failure,
 //! by the guest's kernel log and the device's log). Exits 1 if any failed.
 //!
-//! `mana-guest [-v] [--cpus N] [SCENARIO...]` (all scenarios by default);
+//! `mana-guest [-v] [--cpus N] [SCENARIO...]` (the stack's scenarios by
+//! default; `MANA_GUEST_STACK` names the stack, `bookworm` if unset);
 //! `mana-guest --shell CMD...` boots and runs guest commands instead.
 
 use mana_pci::guest::scenarios::{describe_boot, Tier, OPT_IN_SCENARIOS, SCENARIOS};
+use mana_pci::guest::stack;
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -42,7 +44,14 @@ fn main() {
     let log = std::fs::File::create(&log_path).expect("device log file");
     mana_pci::logging::init(Some(log));
     let t0 = Instant::now();
-    let mut tier = match Tier::start(cpus, log_path.clone()) {
+    let stack = match stack::selected() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mana-guest: MANA_GUEST_STACK: {e}");
+            std::process::exit(2)
+        }
+    };
+    let mut tier = match Tier::start(stack, cpus, log_path.clone()) {
         Ok(t) => t,
         Err(e) => {
             let tail = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -79,7 +88,7 @@ fn main() {
         return;
     }
     let list: Vec<&str> = if args.is_empty() {
-        SCENARIOS.to_vec()
+        stack.scenarios.unwrap_or(&SCENARIOS).to_vec()
     } else {
         SCENARIOS
             .iter()

@@ -33,17 +33,32 @@ impl Device {
     /// Posts an EQE of type `ty` with `details[0] = detail` (and zeros
     /// after) to EQ `eq`, interrupting if armed.
     pub(crate) fn post_eqe(&mut self, eq: u32, ty: EqeType, detail: u32) {
+        let info = EqeInfo::try_new(ty, 0).expect("owner 0 fits");
+        let raw_info = u32::from_le_bytes(info.as_bytes().try_into().unwrap());
+        self.post_raw_eqe(eq, raw_info, detail, format_args!("{ty:?}"));
+    }
+
+    /// Posts an EQE of a type no driver knows (`raw_type`, a lying
+    /// device's: `mana_emu`'s `LieKind::UnknownEvent` on a data CQ) to EQ
+    /// `eq`, interrupting if armed.
+    pub(crate) fn post_unknown_eqe(&mut self, eq: u32, raw_type: u8, detail: u32) {
+        debug_assert!(EqeType::from_raw(raw_type).is_none());
+        let raw_info = u32::from(raw_type);
+        self.post_raw_eqe(eq, raw_info, detail, format_args!("type {raw_type}"));
+    }
+
+    /// Posts an EQE whose info dword is `raw_info` (owner bits zero: the
+    /// producer sets them).
+    fn post_raw_eqe(&mut self, eq: u32, raw_info: u32, detail: u32, what: std::fmt::Arguments) {
         let Some(q) = self.eqs.get_mut(&eq) else {
             self.error(
                 "eq",
-                format_args!("event {ty:?} for EQ {eq}, which does not exist"),
+                format_args!("event {what} for EQ {eq}, which does not exist"),
             );
             return;
         };
-        let info = EqeInfo::try_new(ty, 0).expect("owner 0 fits");
         let mut body = [0u8; 12];
         body[..4].copy_from_slice(&detail.to_le_bytes());
-        let raw_info = u32::from_le_bytes(info.as_bytes().try_into().unwrap());
         q.events += 1;
         if q.producer.push(&body, raw_info, EQE_OWNER_SHIFT) {
             q.interrupts += 1;

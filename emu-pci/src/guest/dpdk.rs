@@ -1,10 +1,11 @@
-//! The DPDK scenarios: bookworm's testpmd (DPDK 22.11) in the guest on the
+//! The DPDK scenarios: the stack's testpmd (bookworm's DPDK 22.11, trixie's
+//! 24.11) in the guest on the
 //! real libibverbs/libmana/`mana_ib`, with our PMD or DPDK's C driver,
 //! checked against the host peer's and the device's counters.
 
 use super::peer::{self, LinkCounters};
 use super::scenarios::{ipv4_frame, udp, Outcome, Tier, MAC, MAC_STR, PCI};
-use crate::rdma::CAP_MAX_QP;
+use super::stack::{CDriver, Stack};
 use crate::vfio::lock;
 use mana_emu::device::{Fault, PortCounters, QueueCounters, Trigger};
 use std::time::{Duration, Instant};
@@ -14,40 +15,46 @@ use std::time::{Duration, Instant};
 pub(super) enum Pmd {
     /// Ours (`librte_net_mana.so`, `MANA_GUEST_PMD`).
     Rust,
-    /// DPDK 22.11's own `drivers/net/mana` (`MANA_GUEST_C_PMD`), with the
+    /// DPDK's own `drivers/net/mana`: the stack's package, or (bookworm)
+    /// DPDK 22.11's built out of tree (`MANA_GUEST_C_PMD`) with the
     /// queue-state shim preloaded: 22.11.11's driver never sets its queues'
     /// states, and testpmd 22.11 never polls a queue whose state reads
-    /// "stopped" (tests/upstream/queue-state-shim.c).
+    /// "stopped" (tests/upstream/queue-state-shim.c). 23.11 and later set
+    /// them.
     C,
 }
 
 impl Pmd {
-    fn plugin(self) -> &'static str {
-        match self {
-            Pmd::Rust => super::vm::GUEST_PMD,
-            Pmd::C => super::vm::GUEST_C_PMD,
+    fn plugin(self, stack: &Stack) -> &'static str {
+        match (self, stack.c_driver) {
+            (Pmd::Rust, _) => super::vm::GUEST_PMD,
+            (Pmd::C, CDriver::Built) => super::vm::GUEST_C_PMD,
+            (Pmd::C, CDriver::Packaged(path)) => path,
         }
     }
 
     /// What precedes the testpmd command line.
-    fn env(self) -> String {
-        match self {
-            Pmd::Rust => String::new(),
-            Pmd::C => format!("LD_PRELOAD={} ", super::vm::GUEST_QSTATE_SHIM),
+    fn env(self, stack: &Stack) -> String {
+        match (self, stack.c_driver) {
+            (Pmd::C, CDriver::Built) => format!("LD_PRELOAD={} ", super::vm::GUEST_QSTATE_SHIM),
+            _ => String::new(),
         }
     }
 
-    fn name(self) -> &'static str {
-        match self {
-            Pmd::Rust => "our PMD",
-            Pmd::C => "DPDK 22.11's C net/mana",
+    fn name(self, stack: &Stack) -> String {
+        match (self, stack.c_driver) {
+            (Pmd::Rust, _) => "our PMD".into(),
+            (Pmd::C, CDriver::Built) => format!("DPDK {}'s C net/mana", stack.dpdk),
+            (Pmd::C, CDriver::Packaged(_)) => {
+                format!("{}'s packaged DPDK {} C net/mana", stack.name, stack.dpdk)
+            }
         }
     }
 
     /// The C driver counts a packet sent when it reaps the packet's
-    /// completion, at the start of a later `tx_burst` (tx.c): each queue's
-    /// last burst stays uncounted until the queue forwards again. Ours
-    /// counts what the device took.
+    /// completion, at the start of a later `tx_burst` (tx.c, 22.11 and
+    /// 24.11 alike): each queue's last burst stays uncounted until the
+    /// queue forwards again. Ours counts what the device took.
     fn counts_tx_on_completion(self) -> bool {
         self == Pmd::C
     }
@@ -62,24 +69,32 @@ pub(super) fn seed_eal() -> String {
 /// testpmd in the guest with `pmd` on the port `eal` names (`seed_eal()`,
 /// or what mana-preflight printed). The guest has no hugepages to spare
 /// (512 MiB): EAL runs on `--no-huge -m 128`; the mempool driver and the
-/// PMD are loaded with `-d` (neither is in DPDK's plugin directory).
-pub(super) fn testpmd_cmd(pmd: Pmd, eal: &str, args: &str) -> String {
-    dpdk_cmd("dpdk-testpmd", pmd, NO_HUGE, eal, args)
+/// PMD are loaded with `-d` (neither is in DPDK's plugin directory), and
+/// the stack's own EAL options come first.
+pub(super) fn testpmd_cmd(stack: &Stack, pmd: Pmd, eal: &str, args: &str) -> String {
+    dpdk_cmd(stack, "dpdk-testpmd", pmd, NO_HUGE, eal, args)
 }
 
 /// EAL's memory and cores in the guest unless a scenario reserves
 /// hugepages.
 pub(super) const NO_HUGE: &str = "--no-huge -m 128 -l 0-1";
 
-/// The DPDK program `prog` (in /usr/local/bin) with `pmd`, EAL memory and
-/// core arguments `mem`, on the port `eal` names.
-pub(super) fn dpdk_cmd(prog: &str, pmd: Pmd, mem: &str, eal: &str, args: &str) -> String {
+/// The DPDK program `prog` (in /usr/local/bin) of `stack` with `pmd`, EAL
+/// memory and core arguments `mem`, on the port `eal` names.
+pub(super) fn dpdk_cmd(
+    stack: &Stack,
+    prog: &str,
+    pmd: Pmd,
+    mem: &str,
+    eal: &str,
+    args: &str,
+) -> String {
     format!(
-        "{}/usr/local/bin/{prog} {mem} \
-         -d /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_mempool_ring.so.23 \
-         -d {} {eal} -- {args}",
-        pmd.env(),
-        pmd.plugin()
+        "{}/usr/local/bin/{prog} {mem} -d {} -d {} {} {eal} -- {args}",
+        pmd.env(stack),
+        stack.mempool_ring,
+        pmd.plugin(stack),
+        stack.testpmd_eal
     )
 }
 
@@ -91,6 +106,7 @@ impl Tier {
             &format!(
                 "printf '{cmd}\\nquit\\n' | {} 2>&1",
                 testpmd_cmd(
+                    self.stack,
                     Pmd::Rust,
                     &seed_eal(),
                     "-i --disable-device-start --total-num-mbufs=2048"
@@ -118,14 +134,18 @@ impl Tier {
             .copied()
             .unwrap_or(0);
         let out = self.testpmd_once("show port info 0")?;
+        let desc = self.stack.max_descriptors;
         let want = [
-            "EAL: Probe PCI driver: net_mana (1414:00ba) device: 0000:00:01.0",
+            // EAL's (22.11) or the PCI bus's (24.11) log line.
+            "Probe PCI driver: net_mana (1414:00ba) device: 0000:00:01.0",
             "MAC address: 00:15:5D:4E:0A:01",
             "Driver name: net_mana",
-            &format!("Max possible RX queues: {CAP_MAX_QP}"),
-            &format!("Max possible TX queues: {CAP_MAX_QP}"),
-            "Max possible number of RXDs per queue: 256",
-            "Max possible number of TXDs per queue: 256",
+            // Our PMD spreads RX over a 64-entry RSS table: no more RX
+            // queues than that.
+            &format!("Max possible RX queues: {}", self.stack.max_queues.min(64)),
+            &format!("Max possible TX queues: {}", self.stack.max_queues),
+            &format!("Max possible number of RXDs per queue: {desc}"),
+            &format!("Max possible number of TXDs per queue: {desc}"),
             "Max segment number per packet: 15",
         ];
         if let Some(w) = want.iter().find(|w| !out.contains(*w)) {
@@ -154,7 +174,11 @@ impl Tier {
         self.device_check("after testpmd")?;
         self.kernel_log_clean("after testpmd")?;
         Ok(format!(
-            "testpmd (DPDK 22.11) + our PMD probed 0000:00:01.0 port 1 (00:15:5d:4e:0a:01, 64 queues, 256 descriptors) through libmana/mana_ib; {pds} PD(s) made and destroyed"
+            "testpmd (DPDK {}) + our PMD probed 0000:00:01.0 port 1 (00:15:5d:4e:0a:01, {} RX / {} TX queues, {desc} descriptors) through libmana (rdma-core {})/mana_ib; {pds} PD(s) made and destroyed",
+            self.stack.dpdk,
+            self.stack.max_queues.min(64),
+            self.stack.max_queues,
+            self.stack.rdma_core
         ))
     }
 }
@@ -277,7 +301,7 @@ impl Tier {
     /// interface down, `-a <pci>,mac=<mac>`), `macswap` forwarding over
     /// `queues` queue pairs, driven through the FIFO /tmp/tpin; returns
     /// once forwarding has started.
-    fn testpmd_launch(&mut self, queues: usize) -> Result<(), String> {
+    pub(super) fn testpmd_launch(&mut self, queues: usize) -> Result<(), String> {
         self.testpmd_launch_with(Pmd::Rust, queues)
     }
 
@@ -308,11 +332,14 @@ impl Tier {
         eal: &str,
         extra: &str,
     ) -> Result<(), String> {
-        if self.sh30(&format!("test -e {}", pmd.plugin())).is_err() {
+        if self
+            .sh30(&format!("test -e {}", pmd.plugin(self.stack)))
+            .is_err()
+        {
             return Err(format!(
                 "{} is not in the guest ({}): scripts/guest.sh builds it (tests/upstream/build-c-driver.sh for the C driver) and names it in MANA_GUEST_PMD / MANA_GUEST_C_PMD",
-                pmd.name(),
-                pmd.plugin()
+                pmd.name(self.stack),
+                pmd.plugin(self.stack)
             ));
         }
         self.ensure_mana()?;
@@ -324,6 +351,7 @@ impl Tier {
             "rm -f /tmp/tpin /tmp/tpout; mkfifo /tmp/tpin; \
              {} < /tmp/tpin > /tmp/tpout 2>&1 & sleep 900 > /tmp/tpin & echo $! > /tmp/tpsleep",
             dpdk_cmd(
+                self.stack,
                 "dpdk-testpmd",
                 pmd,
                 mem,
@@ -334,15 +362,29 @@ impl Tier {
             )
         ))?;
         let t0 = Instant::now();
-        while !self.sh30("cat /tmp/tpout; echo")?.contains("testpmd> ") {
+        // Asked without copying the output over the 115200-baud console: a
+        // testpmd that logs without end would outrun it.
+        while self
+            .sh30("grep -q 'testpmd> ' /tmp/tpout && echo up; true")?
+            .trim()
+            != "up"
+        {
             if t0.elapsed() > Duration::from_secs(90) {
-                let out = self.sh30("cat /tmp/tpout; echo")?;
-                return Err(format!("testpmd did not come up:\n{out}"));
+                return Err(format!("testpmd did not come up:\n{}", self.tpout_ends()?));
             }
             std::thread::sleep(Duration::from_millis(500));
         }
         self.testpmd_do("start", "testpmd> ", Duration::from_secs(30))?;
         Ok(())
+    }
+
+    /// testpmd's output so far: its size, and its first and last 3000
+    /// bytes if it is longer than that.
+    fn tpout_ends(&mut self) -> Result<String, String> {
+        self.sh30(
+            "n=$(wc -c < /tmp/tpout); echo \"($n bytes)\"; \
+             if [ $n -le 6000 ]; then cat /tmp/tpout; else head -c 3000 /tmp/tpout; echo; echo ...; tail -c 3000 /tmp/tpout; fi; echo",
+        )
     }
 
     /// The peer sends `n` UDP frames (61 flows, 60-260 bytes) to the port
@@ -390,7 +432,11 @@ impl Tier {
     }
 
     /// What the peer and the device counted since `p0` and `d0`.
-    fn round_since(&self, p0: &LinkCounters, d0: &PortCounters) -> Result<Round, String> {
+    pub(super) fn round_since(
+        &self,
+        p0: &LinkCounters,
+        d0: &PortCounters,
+    ) -> Result<Round, String> {
         let (p1, d1) = (
             self.peer.counters().map_err(|e| e.to_string())?,
             self.port(),
@@ -448,8 +494,29 @@ impl Tier {
     /// `macswap` forwarding; the host peer sends UDP frames to the port
     /// and receives them back. Every hop counts the same frames and bytes.
     /// When testpmd quits, everything it made through mana_ib is gone.
+    ///
+    /// The queue pair is as deep as our PMD says the stack allows (256
+    /// descriptors under rdma-core 44, 2048 under 56): testpmd must set
+    /// it up at that depth and forward through it.
     pub fn dpdk_rust_1q(&mut self) -> Outcome {
-        self.dpdk_rust(1)
+        let n = self.stack.max_descriptors;
+        let summary = self.dpdk_forward_args(
+            Pmd::Rust,
+            1,
+            &seed_eal(),
+            &format!("--rxd={n} --txd={n}"),
+            &["show rxq info 0 0", "show txq info 0 0"],
+        )?;
+        let out = &self.last_testpmd_output;
+        for want in [
+            format!("Number of RXDs: {n}"),
+            format!("Number of TXDs: {n}"),
+        ] {
+            if !out.contains(&want) {
+                return Err(format!("testpmd's queue info lacks {want:?}:\n{out}"));
+            }
+        }
+        Ok(format!("{summary}; {n} descriptors per queue"))
     }
 
     /// `dpdk-rust-4q`: the same with 4 queue pairs: `mana_ib`'s RSS QP
@@ -537,8 +604,22 @@ impl Tier {
 
     /// [`Tier::dpdk_forward`] with testpmd on the port `eal` names.
     pub(super) fn dpdk_forward_on(&mut self, pmd: Pmd, queues: usize, eal: &str) -> Outcome {
+        self.dpdk_forward_args(pmd, queues, eal, "", &[])
+    }
+
+    /// [`Tier::dpdk_forward_on`] with `extra` testpmd arguments, and
+    /// `show` commands run once forwarding stopped (their output is in
+    /// `last_testpmd_output` afterwards).
+    fn dpdk_forward_args(
+        &mut self,
+        pmd: Pmd,
+        queues: usize,
+        eal: &str,
+        extra: &str,
+        show: &[&str],
+    ) -> Outcome {
         const N: u64 = 200;
-        self.testpmd_launch_args(pmd, queues, eal, "")?;
+        self.testpmd_launch_args(pmd, queues, eal, extra)?;
         let r = self.peer_round(N, 0)?;
         let (held, flush) = if pmd.counts_tx_on_completion() {
             let flush = self.reap_tx_completions()?;
@@ -548,8 +629,12 @@ impl Tier {
         };
         self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
         self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        for cmd in show {
+            self.testpmd_do(cmd, "testpmd> ", Duration::from_secs(30))?;
+        }
         let per_rq = self.live_rqs();
         let out = self.testpmd_quit()?;
+        self.last_testpmd_output = out.clone();
         // testpmd's SQs, and the frames held in them, are gone.
         self.pause_tx(false)?;
         let stats = out
@@ -603,7 +688,7 @@ impl Tier {
         };
         Ok(format!(
             "{drx} frames / {drxb} bytes peer -> device -> testpmd ({}, {queues} queue(s), macswap) -> device -> peer, equal at every hop{reaped}; per RQ {per_rq:?}",
-            pmd.name()
+            pmd.name(self.stack)
         ))
     }
 
@@ -727,7 +812,7 @@ impl Tier {
 }
 
 /// Every `dump_socket_mem`'s total: (bytes, allocations) in use.
-pub(super) fn heap_in_use(out: &str) -> Vec<(String, u64)> {
+fn heap_in_use(out: &str) -> Vec<(String, u64)> {
     out.lines()
         .filter_map(|l| l.strip_prefix("Total   : "))
         .filter_map(|l| {
@@ -736,6 +821,30 @@ pub(super) fn heap_in_use(out: &str) -> Vec<(String, u64)> {
             Some((bytes, count.parse().ok()?))
         })
         .collect()
+}
+
+/// testpmd's two `dump_socket_mem` in `out` (before and after `what`) show
+/// the same heap in use, and its last `dump_mempool` no mbuf in use (the
+/// port stopped); the heap (MB, allocations).
+pub(super) fn heap_and_mbufs_flat(out: &str, what: &str) -> Result<(String, u64), String> {
+    let heap = heap_in_use(out);
+    if heap.len() != 2 || heap[0] != heap[1] {
+        return Err(format!(
+            "DPDK heap before and after {what} (MB, allocations): {heap:?}"
+        ));
+    }
+    let pools: Vec<_> = mana_emu::harness::parse_mempools(out)
+        .into_iter()
+        .filter(|p| p.name.starts_with("mb_pool"))
+        .collect();
+    match pools.last() {
+        Some(p) if p.in_use == 0 => Ok(heap[0].clone()),
+        Some(p) => Err(format!(
+            "{} of {} mbufs in use with the port stopped after {what}",
+            p.in_use, p.size
+        )),
+        None => Err(format!("no mempool in testpmd's dump:\n{out}")),
+    }
 }
 
 /// How long a reset took: the function away, back, our PMD's queues live
@@ -917,7 +1026,11 @@ impl Tier {
         self.testpmd_launch(QUEUES)?;
         let r1 = self.peer_round(N, 0)?;
         self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("dump_socket_mem", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(
+            &self.stack.dump("socket_mem"),
+            "testpmd> ",
+            Duration::from_secs(30),
+        )?;
         self.testpmd_do("clear port stats 0", "testpmd> ", Duration::from_secs(30))?;
         let times = self.reset_and_recover(path, QUEUES)?;
         let (away, back, recovered) = (times.away, times.back, times.recovered);
@@ -930,12 +1043,20 @@ impl Tier {
             .join(" ");
 
         let r2 = self.peer_round(N, 100)?;
-        self.testpmd_do("dump_socket_mem", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(
+            &self.stack.dump("socket_mem"),
+            "testpmd> ",
+            Duration::from_secs(30),
+        )?;
         self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
         self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
         let per_rq = self.live_rqs();
         self.testpmd_do("port stop 0", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("dump_mempool", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(
+            &self.stack.dump("mempool"),
+            "testpmd> ",
+            Duration::from_secs(30),
+        )?;
         let out = self.testpmd_quit()?;
 
         let events = port0_events(&out);
@@ -975,26 +1096,7 @@ impl Tier {
         // The same queues on the new device: the same DPDK memory in use.
         // (On a disassociated context libibverbs fails the destroys with
         // EIO and libmana then never frees the rings it had us allocate.)
-        let heap = heap_in_use(&out);
-        if heap.len() != 2 || heap[0] != heap[1] {
-            return Err(format!(
-                "DPDK heap before and after the reset (bytes, allocations): {heap:?}"
-            ));
-        }
-        let pools: Vec<_> = mana_emu::harness::parse_mempools(&out)
-            .into_iter()
-            .filter(|p| p.name.starts_with("mb_pool"))
-            .collect();
-        match pools.last() {
-            Some(p) if p.in_use == 0 => {}
-            Some(p) => {
-                return Err(format!(
-                    "{} of {} mbufs in use with the port stopped after the reset",
-                    p.in_use, p.size
-                ))
-            }
-            None => return Err(format!("no mempool in testpmd's dump:\n{out}")),
-        }
+        let heap = heap_and_mbufs_flat(&out, "the reset")?;
         self.testpmd_left_nothing()?;
         let mut silent = String::new();
         if matches!(path, ResetPath::Service) {
@@ -1029,8 +1131,8 @@ impl Tier {
             super::scenarios::fmt_dur(recovered),
             r1.dev_rx.0,
             r2.dev_rx.0,
-            heap[0].0,
-            heap[0].1,
+            heap.0,
+            heap.1,
         ))
     }
 }

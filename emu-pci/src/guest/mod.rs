@@ -5,9 +5,11 @@
 pub mod console;
 pub mod dpdk;
 pub mod initramfs;
+pub mod lying;
 pub mod peer;
 pub mod preflight;
 pub mod rdma;
 pub mod reset_loop;
 pub mod scenarios;
+pub mod stack;
 pub mod vm;

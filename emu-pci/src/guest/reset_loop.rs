@@ -10,7 +10,7 @@
 //! ERR_RECOVERING then RECOVERY_SUCCESS once per cycle, its heap is what it
 //! was before the first reset, and no mbuf is in use once stopped.
 
-use super::dpdk::{check_hops, dpdk_cmd, heap_in_use, port0_events, port_stats};
+use super::dpdk::{check_hops, dpdk_cmd, heap_and_mbufs_flat, port0_events, port_stats};
 use super::dpdk::{seed_eal, Pmd, ResetPath};
 use super::scenarios::{fmt_dur, Outcome, Tier};
 use super::vm::{GUEST_PROC_INFO, HOST_PROC_INFO};
@@ -79,7 +79,11 @@ impl Tier {
             let out = self.testpmd_quit().unwrap_or_default();
             return Err(format!("before the first reset: {r0:?}\n{out}"));
         }
-        self.testpmd_do("dump_socket_mem", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(
+            &self.stack.dump("socket_mem"),
+            "testpmd> ",
+            Duration::from_secs(30),
+        )?;
         let mut longest = Duration::ZERO;
         for i in 0..cycles {
             let path = if i % 2 == 0 {
@@ -96,7 +100,14 @@ impl Tier {
             // The secondary attaches to the rebuilt port and reads what
             // the primary's queues counted since the clear.
             let info = self.sh(
-                &dpdk_cmd("dpdk-proc-info", Pmd::Rust, "", &seed_eal(), "--stats"),
+                &dpdk_cmd(
+                    self.stack,
+                    "dpdk-proc-info",
+                    Pmd::Rust,
+                    "",
+                    &seed_eal(),
+                    "--stats",
+                ),
                 Duration::from_secs(120),
             )?;
             let block = info
@@ -119,10 +130,18 @@ impl Tier {
                 ));
             }
         }
-        self.testpmd_do("dump_socket_mem", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(
+            &self.stack.dump("socket_mem"),
+            "testpmd> ",
+            Duration::from_secs(30),
+        )?;
         self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
         self.testpmd_do("port stop 0", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("dump_mempool", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(
+            &self.stack.dump("mempool"),
+            "testpmd> ",
+            Duration::from_secs(30),
+        )?;
         let out = self.testpmd_quit()?;
 
         let events = port0_events(&out);
@@ -134,26 +153,7 @@ impl Tier {
                 "port 0's events {events:?}, not ERR_RECOVERING, RECOVERY_SUCCESS {cycles} times:\n{out}"
             ));
         }
-        let heap = heap_in_use(&out);
-        if heap.len() != 2 || heap[0] != heap[1] {
-            return Err(format!(
-                "DPDK heap before the first reset and after the last (MB, allocations): {heap:?}"
-            ));
-        }
-        let pools: Vec<_> = mana_emu::harness::parse_mempools(&out)
-            .into_iter()
-            .filter(|p| p.name.starts_with("mb_pool"))
-            .collect();
-        match pools.last() {
-            Some(p) if p.in_use == 0 => {}
-            Some(p) => {
-                return Err(format!(
-                    "{} of {} mbufs in use with the port stopped after {cycles} resets",
-                    p.in_use, p.size
-                ))
-            }
-            None => return Err(format!("no mempool in testpmd's dump:\n{out}")),
-        }
+        let heap = heap_and_mbufs_flat(&out, &format!("{cycles} resets"))?;
         self.testpmd_left_nothing()?;
         self.kernel_log_clean("after the resets")?;
         let leaked = lock(&self.func.dev).ledger.leaked.len();
@@ -166,8 +166,8 @@ impl Tier {
         Ok(format!(
             "{cycles} resets (unbind/bind and remove/rescan in turn), each recovered (longest {}) with ERR_RECOVERING, RECOVERY_SUCCESS, {N} frames equal at every hop and in dpdk-proc-info after each; DPDK heap {} MB in {} allocations before and after; 0 mbufs in use once stopped ({})",
             fmt_dur(longest),
-            heap[0].0,
-            heap[0].1,
+            heap.0,
+            heap.1,
             fmt_dur(t_all.elapsed()),
         ))
     }

@@ -10,6 +10,7 @@
 
 use super::console::Console;
 use super::initramfs::Initramfs;
+use super::stack::{CDriver, Stack};
 use std::fs;
 use std::io;
 use std::os::unix::net::UnixListener;
@@ -59,7 +60,8 @@ pub const HOST_PROC_INFO: &str = "/usr/bin/dpdk-proc-info";
 pub const GUEST_PROC_INFO: &str = "/usr/local/bin/dpdk-proc-info";
 
 impl Pieces {
-    pub fn find() -> io::Result<Pieces> {
+    /// The pieces of `stack`.
+    pub fn find(stack: &Stack) -> io::Result<Pieces> {
         let g = cache_dir();
         let missing = |what: &str| {
             io::Error::new(
@@ -74,9 +76,10 @@ impl Pieces {
         if !chroot.join("usr/bin/qemu-system-x86_64").exists() {
             return Err(missing("QEMU (chroot/usr/bin/qemu-system-x86_64)"));
         }
-        // trixie's 6.12 (`kernel/`), or trixie-backports' kernel
-        // (`kernel-backports/`) when MANA_GUEST_KERNEL names it.
-        let kdir = std::env::var("MANA_GUEST_KERNEL").unwrap_or_else(|_| "kernel".into());
+        // The stack's kernel (trixie's 6.12, `kernel/`), or another one
+        // (trixie-backports', `kernel-backports/`) when MANA_GUEST_KERNEL
+        // names it.
+        let kdir = std::env::var("MANA_GUEST_KERNEL").unwrap_or_else(|_| stack.kernel.into());
         let kernel = g.join(&kdir).join("vmlinuz");
         if !kernel.exists() {
             return Err(missing(&format!("the kernel ({kdir}/vmlinuz)")));
@@ -95,9 +98,12 @@ impl Pieces {
         if let Some(m) = modules.iter().find(|m| !m.exists()) {
             return Err(missing(&m.display().to_string()));
         }
-        let rootfs = g.join("rootfs");
+        let rootfs = g.join(stack.rootfs);
         if !rootfs.join("bin/busybox").exists() {
-            return Err(missing("rootfs/bin/busybox"));
+            return Err(missing(&format!(
+                "stack {}'s userspace ({}/bin/busybox)",
+                stack.name, stack.rootfs
+            )));
         }
         let named = |var: &str| -> io::Result<Option<PathBuf>> {
             let p = std::env::var_os(var).map(PathBuf::from);
@@ -111,7 +117,11 @@ impl Pieces {
         };
         let pmd = named("MANA_GUEST_PMD")?;
         let preflight = named("MANA_GUEST_PREFLIGHT")?;
-        let c_pmd = match std::env::var_os("MANA_GUEST_C_PMD").map(PathBuf::from) {
+        // A packaged C driver is in the stack's userspace already.
+        let c_pmd = match std::env::var_os("MANA_GUEST_C_PMD")
+            .map(PathBuf::from)
+            .filter(|_| stack.c_driver == CDriver::Built)
+        {
             None => None,
             Some(p) => {
                 let shim = p.with_file_name("libtestpmd_qstate_shim.so");

@@ -201,6 +201,10 @@ impl Device {
         for (eq, cq) in self.net.take_eq_events() {
             self.post_eqe(eq, EqeType::GDMA_EQE_COMPLETION, cq);
         }
+        for (eq, ty) in self.net.take_eq_lies() {
+            *self.ledger.lie_eqes.entry(eq).or_insert(0) += 1;
+            self.post_unknown_eqe(eq, ty, 0);
+        }
     }
 
     /// A doorbell for a data queue (SQ, RQ or CQ) of page `page`.

@@ -322,6 +322,13 @@ impl State {
         std::mem::take(&mut self.eq_events)
     }
 
+    /// The EQEs of undefined type a lying device owes (EQ, type): the
+    /// hardware form of `LieKind::UnknownEvent`, for the device that owns
+    /// the EQs to post.
+    pub fn take_eq_lies(&mut self) -> Vec<(u32, u8)> {
+        std::mem::take(&mut self.eq_lies)
+    }
+
     /// Destroys every hardware object; returns a description of each.
     pub fn hw_reset(&mut self) -> Vec<String> {
         let mut gone = Vec::new();

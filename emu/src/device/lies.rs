@@ -36,8 +36,9 @@ pub enum LieKind {
     /// The CQE is never written (its work was done).
     Drop,
     /// An asynchronous device event of an undefined type (the verbs form of
-    /// an EQE of unknown type) to the context owning the CQ; the CQE
-    /// itself is honest.
+    /// an EQE of unknown type) to the context owning the CQ; for a hardware
+    /// CQ (one reporting to an EQ), an EQE of undefined type on its EQ
+    /// (`State::take_eq_lies`). The CQE itself is honest.
     UnknownEvent,
 }
 
@@ -79,6 +80,9 @@ pub(super) struct Liar {
     kinds: Vec<LieKind>,
     remaining: Option<u64>,
     until: Option<Instant>,
+    /// Lie only in the CQs of these contexts (`State::lie_only_on`); all
+    /// CQs if None.
+    ctxs: Option<Vec<u32>>,
 }
 
 /// What `post_cqe` does with one CQE.
@@ -127,11 +131,33 @@ impl Liar {
             kinds,
             remaining: count,
             until: ms.map(|ms| Instant::now() + Duration::from_millis(ms)),
+            ctxs: None,
         }
     }
 }
 
+/// Undefined EQE types a lying hardware CQ's device posts (the last
+/// defined one, `GDMA_EQE_RNIC_QP_FATAL`, is 176).
+const UNKNOWN_EQE_BASE: u8 = 200;
+
 impl State {
+    /// Confines the lies `Fault::Lie` started to the CQs of contexts
+    /// `ctxs` (for the PCI function: `hw_ctx` of the doorbell pages of the
+    /// user contexts, so the kernel's own queues stay honest). EINVAL if
+    /// the device is not lying.
+    pub fn lie_only_on(&mut self, ctxs: Vec<u32>) -> super::Res<()> {
+        let l = self.liar.as_mut().ok_or(super::EINVAL)?;
+        l.ctxs = Some(ctxs);
+        Ok(())
+    }
+
+    /// Whether the device is lying (`Fault::Lie` started, not yet over).
+    pub fn lying(&self) -> bool {
+        self.liar
+            .as_ref()
+            .is_some_and(|l| l.remaining != Some(0) && l.until.is_none_or(|t| Instant::now() < t))
+    }
+
     /// Whether (and how) the CQE about to be posted lies. `data`/`info`
     /// are the honest CQE, `owner` its honest owner bits.
     pub(super) fn pick_lie(&mut self, cqh: u32, data: &[u8; 60], info: u32, owner: u32) -> Lie {
@@ -141,6 +167,11 @@ impl State {
         if l.remaining == Some(0) || l.until.is_some_and(|t| Instant::now() >= t) {
             self.liar = None;
             return Lie::Honest;
+        }
+        if let Some(cs) = &l.ctxs {
+            if !self.cqs.get(&cqh).is_some_and(|c| cs.contains(&c.ctx)) {
+                return Lie::Honest;
+            }
         }
         if (l.rng.next() % 1_000_000) as u32 >= l.per_million {
             return Lie::Honest;
@@ -223,17 +254,9 @@ impl State {
             LieKind::Duplicate => ("duplicate", Lie::Duplicate),
             LieKind::Drop => ("drop", Lie::Drop),
             LieKind::UnknownEvent => {
-                let ctx = self.cqs.get(&cqh).map(|c| c.ctx);
-                let ty = UNKNOWN_EVENT_BASE + (r % 64) as u32;
-                let mut ev = [0u8; 16];
-                ev[0..8].copy_from_slice(&1u64.to_le_bytes());
-                ev[8..12].copy_from_slice(&ty.to_le_bytes());
-                let sent = ctx
-                    .and_then(|h| self.ctxs.get(&h))
-                    .filter(|c| !c.dead)
-                    .map(|c| write_fd(c.async_w.as_raw_fd(), &ev))
-                    .is_some();
-                if !sent {
+                if let Some(eq) = self.cqs.get(&cqh).and_then(|c| c.eq) {
+                    self.eq_lies.push((eq, UNKNOWN_EQE_BASE + (r % 32) as u8));
+                } else if !self.unknown_verbs_event(cqh, r) {
                     return Lie::Honest;
                 }
                 ("unknown_event", Lie::Honest)
@@ -244,5 +267,20 @@ impl State {
         }
         *self.counters.lies.entry(what.to_string()).or_default() += 1;
         lie
+    }
+
+    /// `LieKind::UnknownEvent` on a verbs CQ: an async event of undefined
+    /// type to the context owning it (the CQE stays honest); whether it
+    /// was sent.
+    fn unknown_verbs_event(&mut self, cqh: u32, r: u64) -> bool {
+        let ctx = self.cqs.get(&cqh).map(|c| c.ctx);
+        let ty = UNKNOWN_EVENT_BASE + (r % 64) as u32;
+        let mut ev = [0u8; 16];
+        ev[0..8].copy_from_slice(&1u64.to_le_bytes());
+        ev[8..12].copy_from_slice(&ty.to_le_bytes());
+        ctx.and_then(|h| self.ctxs.get(&h))
+            .filter(|c| !c.dead)
+            .map(|c| write_fd(c.async_w.as_raw_fd(), &ev))
+            .is_some()
     }
 }

@@ -137,6 +137,9 @@ pub struct State {
     /// (EQ, CQ id) of completion events hardware CQs raised, for the
     /// device that owns the EQs to post (see `hw`).
     eq_events: Vec<(u32, u32)>,
+    /// (EQ, undefined EQE type) of the events a lying hardware CQ's device
+    /// is to post (`LieKind::UnknownEvent` on a CQ that reports to an EQ).
+    eq_lies: Vec<(u32, u8)>,
     /// The benchmark mode's state (`saturate`).
     saturator: saturate::Saturator,
 }
@@ -261,6 +264,7 @@ impl State {
             wake_fd,
             vswitch: crate::vmbus::Vswitch::default(),
             eq_events: Vec::new(),
+            eq_lies: Vec::new(),
             saturator: saturate::Saturator::default(),
         };
         let macs: Vec<[u8; 6]> = st.ports.iter().map(|p| p.mac).collect();
