@@ -4,6 +4,7 @@
 //! checked against the host peer's and the device's counters.
 
 use super::peer::{self, LinkCounters};
+use super::scenarios::HANG;
 use super::scenarios::{ipv4_frame, udp, Outcome, Tier, MAC, MAC_STR, PCI};
 use super::stack::{CDriver, Stack};
 use crate::vfio::lock;
@@ -126,7 +127,7 @@ impl Tier {
     pub fn dpdk_probe(&mut self) -> Outcome {
         self.ensure_mana()?;
         self.load_mana_ib()?;
-        self.sh30("ip link set eth0 down")?;
+        self.cmd("ip link set eth0 down")?;
         let pds0 = lock(&self.func.dev)
             .ledger
             .succeeded
@@ -276,15 +277,15 @@ impl Tier {
         timeout: Duration,
     ) -> Result<String, String> {
         let from = self
-            .sh30("wc -c < /tmp/tpout")?
+            .cmd("wc -c < /tmp/tpout")?
             .trim()
             .parse::<usize>()
             .unwrap_or(0);
-        self.sh30(&format!("echo '{cmd}' > /tmp/tpin"))?;
+        self.cmd(&format!("echo '{cmd}' > /tmp/tpin"))?;
         let t0 = Instant::now();
         loop {
             // testpmd's prompt ends without a newline; the console needs one.
-            let out = self.sh30(&format!("tail -c +{} /tmp/tpout; echo", from + 1))?;
+            let out = self.cmd(&format!("tail -c +{} /tmp/tpout; echo", from + 1))?;
             if out.contains(until) {
                 return Ok(out);
             }
@@ -333,7 +334,7 @@ impl Tier {
         extra: &str,
     ) -> Result<(), String> {
         if self
-            .sh30(&format!("test -e {}", pmd.plugin(self.stack)))
+            .cmd(&format!("test -e {}", pmd.plugin(self.stack)))
             .is_err()
         {
             return Err(format!(
@@ -344,10 +345,10 @@ impl Tier {
         }
         self.ensure_mana()?;
         self.load_mana_ib()?;
-        self.sh30("ip link set eth0 down")?;
+        self.cmd("ip link set eth0 down")?;
         // A scenario that failed while quiescing may have left TX paused.
         self.pause_tx(false)?;
-        self.sh30(&format!(
+        self.cmd(&format!(
             "rm -f /tmp/tpin /tmp/tpout; mkfifo /tmp/tpin; \
              {} < /tmp/tpin > /tmp/tpout 2>&1 & sleep 900 > /tmp/tpin & echo $! > /tmp/tpsleep",
             dpdk_cmd(
@@ -365,7 +366,7 @@ impl Tier {
         // Asked without copying the output over the 115200-baud console: a
         // testpmd that logs without end would outrun it.
         while self
-            .sh30("grep -q 'testpmd> ' /tmp/tpout && echo up; true")?
+            .cmd("grep -q 'testpmd> ' /tmp/tpout && echo up; true")?
             .trim()
             != "up"
         {
@@ -374,14 +375,14 @@ impl Tier {
             }
             std::thread::sleep(Duration::from_millis(500));
         }
-        self.testpmd_do("start", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("start", "testpmd> ", HANG)?;
         Ok(())
     }
 
     /// testpmd's output so far: its size, and its first and last 3000
     /// bytes if it is longer than that.
     fn tpout_ends(&mut self) -> Result<String, String> {
-        self.sh30(
+        self.cmd(
             "n=$(wc -c < /tmp/tpout); echo \"($n bytes)\"; \
              if [ $n -le 6000 ]; then cat /tmp/tpout; else head -c 3000 /tmp/tpout; echo; echo ...; tail -c 3000 /tmp/tpout; fi; echo",
         )
@@ -466,8 +467,8 @@ impl Tier {
     pub(super) fn testpmd_quit(&mut self) -> Result<String, String> {
         self.testpmd_do("quit", "Bye", Duration::from_secs(60))?;
         // The FIFO's writer, by its pid.
-        self.sh30("kill $(cat /tmp/tpsleep)")?;
-        self.sh30("cat /tmp/tpout; echo")
+        self.cmd("kill $(cat /tmp/tpsleep)")?;
+        self.cmd("cat /tmp/tpout; echo")
     }
 
     /// Nothing testpmd made through mana_ib outlives it on the device.
@@ -537,7 +538,7 @@ impl Tier {
     pub fn dpdk_mtu(&mut self) -> Outcome {
         const N: u64 = 50;
         const LEN: usize = 3000;
-        let before = self.sh30("cat /sys/class/net/eth0/mtu")?.trim().to_string();
+        let before = self.cmd("cat /sys/class/net/eth0/mtu")?.trim().to_string();
         self.peer
             .set_mtu(9000)
             .map_err(|e| format!("peer MTU: {e}"))?;
@@ -546,7 +547,7 @@ impl Tier {
         self.peer
             .set_mtu(1500)
             .map_err(|e| format!("peer MTU: {e}"))?;
-        self.sh30("ip link set eth0 mtu 1500")?;
+        self.cmd("ip link set eth0 mtu 1500")?;
         let mtu = outcome?;
         Ok(format!(
             "testpmd --max-pkt-len=4000 + our PMD: eth0's MTU {before} -> {mtu}; {N} frames of {LEN} bytes macswapped, equal at every hop"
@@ -560,14 +561,14 @@ impl Tier {
             &seed_eal(),
             "--max-pkt-len=4000 --mbuf-size=4300",
         )?;
-        let mtu = self.sh30("cat /sys/class/net/eth0/mtu")?.trim().to_string();
+        let mtu = self.cmd("cat /sys/class/net/eth0/mtu")?.trim().to_string();
         if mtu != "3982" {
             let _ = self.testpmd_quit();
             return Err(format!("eth0's MTU is {mtu} with testpmd at MTU 3982"));
         }
         let r = self.peer_round_sized(n, 7, &|_| len - 42)?;
-        self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("stop", "testpmd> ", HANG)?;
+        self.testpmd_do("show port stats 0", "testpmd> ", HANG)?;
         let out = self.testpmd_quit()?;
         let stats = out
             .rsplit_once("NIC statistics for port 0")
@@ -627,10 +628,10 @@ impl Tier {
         } else {
             ((0, 0), None)
         };
-        self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("stop", "testpmd> ", HANG)?;
+        self.testpmd_do("show port stats 0", "testpmd> ", HANG)?;
         for cmd in show {
-            self.testpmd_do(cmd, "testpmd> ", Duration::from_secs(30))?;
+            self.testpmd_do(cmd, "testpmd> ", HANG)?;
         }
         let per_rq = self.live_rqs();
         let out = self.testpmd_quit()?;
@@ -755,7 +756,7 @@ impl Tier {
             if quiet.is_empty() {
                 break;
             }
-            if t0.elapsed() > Duration::from_secs(30) {
+            if t0.elapsed() > HANG {
                 let got: Vec<u64> = self
                     .live_queues("rq")
                     .iter()
@@ -765,7 +766,7 @@ impl Tier {
                     })
                     .collect();
                 return Err(format!(
-                    "TX paused, {F} frames more sent (per RQ {got:?}): SQs {quiet:?} not rung again in 30 s"
+                    "TX paused, {F} frames more sent (per RQ {got:?}): SQs {quiet:?} not rung again in {HANG:?}"
                 ));
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -783,7 +784,7 @@ impl Tier {
     pub fn dpdk_iface_up(&mut self) -> Outcome {
         self.ensure_mana()?;
         self.load_mana_ib()?;
-        self.sh30("ip link set eth0 up")?;
+        self.cmd("ip link set eth0 up")?;
         let wq_before = lock(&self.func.dev).wq_objs.len();
         let out = self.testpmd_once("port start 0")?;
         let want = [
@@ -806,7 +807,7 @@ impl Tier {
         }
         drop(d);
         self.device_check("after the refused start")?;
-        self.sh30("ip link set eth0 down")?;
+        self.cmd("ip link set eth0 down")?;
         Ok("eth0 up: port 0 refused with \"run 'ip link set eth0 down' before starting DPDK\"; the device untouched".into())
     }
 }
@@ -1025,17 +1026,13 @@ impl Tier {
         const QUEUES: usize = 2;
         self.testpmd_launch(QUEUES)?;
         let r1 = self.peer_round(N, 0)?;
-        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do(
-            &self.stack.dump("socket_mem"),
-            "testpmd> ",
-            Duration::from_secs(30),
-        )?;
-        self.testpmd_do("clear port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do("show port stats 0", "testpmd> ", HANG)?;
+        self.testpmd_do(&self.stack.dump("socket_mem"), "testpmd> ", HANG)?;
+        self.testpmd_do("clear port stats 0", "testpmd> ", HANG)?;
         let times = self.reset_and_recover(path, QUEUES)?;
         let (away, back, recovered) = (times.away, times.back, times.recovered);
         let ibdev = self
-            .sh30(&format!(
+            .cmd(&format!(
                 "ls /sys/bus/pci/devices/{PCI}/infiniband; ls /sys/bus/pci/devices/{PCI}/infiniband_verbs"
             ))?
             .split_whitespace()
@@ -1043,20 +1040,12 @@ impl Tier {
             .join(" ");
 
         let r2 = self.peer_round(N, 100)?;
-        self.testpmd_do(
-            &self.stack.dump("socket_mem"),
-            "testpmd> ",
-            Duration::from_secs(30),
-        )?;
-        self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("show port stats 0", "testpmd> ", Duration::from_secs(30))?;
+        self.testpmd_do(&self.stack.dump("socket_mem"), "testpmd> ", HANG)?;
+        self.testpmd_do("stop", "testpmd> ", HANG)?;
+        self.testpmd_do("show port stats 0", "testpmd> ", HANG)?;
         let per_rq = self.live_rqs();
-        self.testpmd_do("port stop 0", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do(
-            &self.stack.dump("mempool"),
-            "testpmd> ",
-            Duration::from_secs(30),
-        )?;
+        self.testpmd_do("port stop 0", "testpmd> ", HANG)?;
+        self.testpmd_do(&self.stack.dump("mempool"), "testpmd> ", HANG)?;
         let out = self.testpmd_quit()?;
 
         let events = port0_events(&out);

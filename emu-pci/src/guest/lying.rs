@@ -18,6 +18,7 @@
 
 use super::dpdk::{check_hops, port_stats};
 use super::peer;
+use super::scenarios::HANG;
 use super::scenarios::{fmt_dur, ipv4_frame, udp, Outcome, Tier, MAC};
 use crate::vfio::lock;
 use mana_emu::device::{hw_ctx, Fault, Trigger};
@@ -134,7 +135,7 @@ impl Tier {
         let seed = env_num("MANA_GUEST_LIE_SEED", 0x11e5_0fad_e71c_e001)?;
         let per_million = env_num("MANA_GUEST_LIE_PER_MILLION", 40_000)? as u32;
         self.testpmd_launch(QUEUES)?;
-        let wait = Duration::from_secs(30);
+        let wait = HANG;
         self.testpmd_do("stop", "testpmd> ", wait)?;
         self.testpmd_do("port stop 0", "testpmd> ", wait)?;
         self.testpmd_do(&self.stack.dump("mempool"), "testpmd> ", wait)?;

@@ -63,7 +63,7 @@ fn check<'a>(report: &'a Value, name: &str) -> Result<&'a Value, String> {
 
 impl Tier {
     fn preflight_run(&mut self, args: &str) -> Result<Run, String> {
-        let out = self.sh30(&format!("{GUEST_PREFLIGHT} {args} 2>&1; echo \"@@rc $?\""))?;
+        let out = self.cmd(&format!("{GUEST_PREFLIGHT} {args} 2>&1; echo \"@@rc $?\""))?;
         let (text, rc) = out
             .trim_end()
             .rsplit_once("@@rc ")
@@ -95,7 +95,7 @@ impl Tier {
     /// `preflight`: see the module's documentation; each step's
     /// expectations below.
     pub fn preflight(&mut self) -> Outcome {
-        if self.sh30(&format!("test -x {GUEST_PREFLIGHT}")).is_err() {
+        if self.cmd(&format!("test -x {GUEST_PREFLIGHT}")).is_err() {
             return Err(format!(
                 "mana-preflight is not in the guest ({GUEST_PREFLIGHT}): scripts/guest.sh builds it and names it in MANA_GUEST_PREFLIGHT"
             ));
@@ -103,12 +103,12 @@ impl Tier {
         self.ensure_mana()?;
         self.load_mana_ib()?;
         // What the guest starts with: no hugepages, no hugetlbfs.
-        self.sh30(&format!(
+        self.cmd(&format!(
             "echo 0 > {NR_HUGEPAGES}; grep -q hugetlbfs /proc/mounts && umount /dev/hugepages; true"
         ))?;
         let r = self.preflight_steps();
         // The scenarios after this one expect eth0 down and no hugepages.
-        let _ = self.sh30(&format!(
+        let _ = self.cmd(&format!(
             "ip link set eth0 down; echo 0 > {NR_HUGEPAGES}; grep -q hugetlbfs /proc/mounts && umount /dev/hugepages; true"
         ));
         r
@@ -118,7 +118,7 @@ impl Tier {
         let iface = iface_check();
 
         // (a) eth0 up: not ready, the advice to take it down.
-        self.sh30("ip link set eth0 up")?;
+        self.cmd("ip link set eth0 up")?;
         let up = self.preflight_run("")?;
         if up.status != 1 {
             return Err(format!(
@@ -190,7 +190,7 @@ impl Tier {
                 .unwrap_or_default()
                 .to_string();
             let cmd = fix.split(" (").next().unwrap_or_default().to_string();
-            self.sh30(&cmd)
+            self.cmd(&cmd)
                 .map_err(|e| format!("the advice for {name:?}, `{cmd}`: {e}"))?;
             done.push(cmd);
             v = self.preflight_report()?;
@@ -234,7 +234,7 @@ impl Tier {
         // modprobe; the function has no RDMA device. Loaded again: ready.
         let mut missing = Vec::new();
         for m in ["mana_ib", "ib_uverbs"] {
-            self.sh30(&format!("rmmod {m}"))?;
+            self.cmd(&format!("rmmod {m}"))?;
             missing.push(format!("module {m}"));
             let r = self.preflight_run("")?;
             r.has_lines(&[&format!("  FIX  module {m}: not loaded")])?;
@@ -267,10 +267,10 @@ impl Tier {
         // (e) --apply for eth0 from eth0 up and no hugepages: eth0 down,
         // hugepages reserved, no synthetic NIC to move; ready. --undo:
         // eth0 up again, the hugepages given back.
-        self.sh30(&format!("echo 0 > {NR_HUGEPAGES}; ip link set eth0 up"))?;
+        self.cmd(&format!("echo 0 > {NR_HUGEPAGES}; ip link set eth0 up"))?;
         let state = "/tmp/preflight-state.json";
         let a = self.preflight_run(&format!("--apply --iface eth0 --state {state}"))?;
-        let applied = self.sh30(&format!(
+        let applied = self.cmd(&format!(
             "cat /sys/class/net/eth0/flags {NR_HUGEPAGES}; test -e {state} && echo state"
         ))?;
         let lines: Vec<&str> = applied.split_whitespace().collect();
@@ -293,7 +293,7 @@ impl Tier {
             "READY for DPDK directly; behind netvsc once the synthetic NIC is fixed",
         ])?;
         let u = self.preflight_run(&format!("--undo --state {state}"))?;
-        let undone = self.sh30(&format!(
+        let undone = self.cmd(&format!(
             "cat /sys/class/net/eth0/flags {NR_HUGEPAGES}; test -e {state} && echo state; true"
         ))?;
         let lines: Vec<&str> = undone.split_whitespace().collect();

@@ -3,6 +3,7 @@
 //! the guest shows in sysfs against the adapter, MAC, GIDs and EQs the
 //! device holds.
 
+use super::scenarios::HANG;
 use super::scenarios::{Outcome, Tier, MAC, PCI};
 use crate::rdma::{
     fmt_gid, Adapter, CAP_MAX_CQ, CAP_MAX_MR, CAP_MAX_PD, CAP_MAX_QP, CAP_QUEUE_BYTES,
@@ -47,10 +48,10 @@ impl Tier {
     /// after one that unloaded it, or alone).
     pub(super) fn ensure_mana(&mut self) -> Result<(), String> {
         if self
-            .sh30(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
+            .cmd(&format!("test -e /sys/bus/pci/devices/{PCI}/driver"))
             .is_err()
         {
-            self.sh30("insmod /modules/mana.ko")?;
+            self.cmd("insmod /modules/mana.ko")?;
             self.expect_probed()?;
         }
         Ok(())
@@ -60,7 +61,7 @@ impl Tier {
         // Every module the cache lists after `mana`, in its order: the RDMA
         // core's set differs between kernels (7.x splits `ib_uverbs_support`
         // out of `ib_uverbs`).
-        self.sh30(
+        self.cmd(
             "for m in $(sed -n 's/\\.ko$//p' /modules/order); do \
                [ $m = mana ] && continue; \
                grep -q \"^$m \" /proc/modules || insmod /modules/$m.ko || exit 1; \
@@ -68,11 +69,11 @@ impl Tier {
         )?;
         let t0 = Instant::now();
         while self
-            .sh30(&format!("test -e {IBDEV}/ports/1/gids/0"))
+            .cmd(&format!("test -e {IBDEV}/ports/1/gids/0"))
             .is_err()
         {
-            if t0.elapsed() > Duration::from_secs(10) {
-                return Err(format!("no {IBDEV} 10 s after insmod mana_ib"));
+            if t0.elapsed() > HANG {
+                return Err(format!("no {IBDEV} {HANG:?} after insmod mana_ib"));
             }
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -81,7 +82,7 @@ impl Tier {
 
     /// The non-zero GIDs of port 1, as the guest's GID table lists them.
     fn guest_gids(&mut self) -> Result<BTreeSet<(u32, [u8; 16])>, String> {
-        let out = self.sh30(&format!("cat {IBDEV}/ports/1/gids/*"))?;
+        let out = self.cmd(&format!("cat {IBDEV}/ports/1/gids/*"))?;
         let mut set = BTreeSet::new();
         for line in out.lines().map(str::trim).filter(|l| !l.is_empty()) {
             let g = parse_gid(line).ok_or_else(|| format!("GID {line:?}"))?;
@@ -106,7 +107,7 @@ impl Tier {
         when: &str,
         known: &[&str],
     ) -> Result<Vec<String>, String> {
-        let log = self.sh30("dmesg")?;
+        let log = self.cmd("dmesg")?;
         let (rest, skipped) = without_known_warnings(&log, known);
         for bad in ["timed out", "WARNING", "Call Trace", "Failed"] {
             if let Some(l) = rest.iter().find(|l| l.contains(bad)) {
@@ -138,7 +139,7 @@ impl Tier {
         let gids = self.rdma_view().adapter.map(|a| a.gids.len()).unwrap_or(0);
         let ip_before = ip_ok(self);
 
-        self.sh30("rmmod mana_ib")?;
+        self.cmd("rmmod mana_ib")?;
         let v = self.rdma_view();
         let d = lock(&self.func.dev);
         let mut alive = Vec::new();
@@ -197,29 +198,29 @@ impl Tier {
             m[4],
             m[5]
         );
-        let node_guid = self.sh30(&format!("cat {IBDEV}/node_guid"))?;
+        let node_guid = self.cmd(&format!("cat {IBDEV}/node_guid"))?;
         if node_guid.trim() != guid {
             return Err(format!(
                 "node_guid {:?}, the MAC's EUI-64 is {guid}",
                 node_guid.trim()
             ));
         }
-        let ll = self.sh30(&format!("cat {IBDEV}/ports/1/link_layer"))?;
+        let ll = self.cmd(&format!("cat {IBDEV}/ports/1/link_layer"))?;
         if ll.trim() != "Ethernet" {
             return Err(format!("port 1 link layer {:?}", ll.trim()));
         }
-        let gid0 = self.sh30(&format!("cat {IBDEV}/ports/1/gids/0"))?;
+        let gid0 = self.cmd(&format!("cat {IBDEV}/ports/1/gids/0"))?;
         if gid0.trim() != format!("fe80:0000:0000:0000:{guid}") {
             return Err(format!(
                 "GID 0 is {:?}, not the link-local address of the MAC",
                 gid0.trim()
             ));
         }
-        let uverbs = self.sh30("cat /sys/class/infiniband_verbs/uverbs0/ibdev")?;
+        let uverbs = self.cmd("cat /sys/class/infiniband_verbs/uverbs0/ibdev")?;
         if uverbs.trim() != "mana_0" {
             return Err(format!("uverbs0 is for {:?}", uverbs.trim()));
         }
-        let state = self.sh30(&format!("cat {IBDEV}/ports/1/state"))?;
+        let state = self.cmd(&format!("cat {IBDEV}/ports/1/state"))?;
         let gids = self.guest_gids()?;
 
         let v = self.rdma_view();
@@ -300,7 +301,7 @@ impl Tier {
             count(self, "GDMA_ALLOCATE_RESOURCE_RANGE"),
             count(self, "GDMA_DESTROY_RESOURCE_RANGE"),
         );
-        let out = self.sh30("ibv_devinfo -v")?;
+        let out = self.cmd("ibv_devinfo -v")?;
         let field = |k: &str| {
             out.lines()
                 .filter_map(|l| l.trim().split_once(':'))
@@ -308,7 +309,7 @@ impl Tier {
                 .map(|(_, v)| v.trim().to_string())
         };
         let max_qp_wr = (CAP_QUEUE_BYTES / 512).min(CAP_QUEUE_BYTES / 256);
-        let port_state = self.sh30(&format!("cat {IBDEV}/ports/1/state"))?;
+        let port_state = self.cmd(&format!("cat {IBDEV}/ports/1/state"))?;
         let state = if port_state.contains("ACTIVE") {
             "PORT_ACTIVE (4)"
         } else {
@@ -371,7 +372,7 @@ impl Tier {
     pub fn rdma_mr(&mut self) -> Outcome {
         self.ensure_mana()?;
         self.load_mana_ib()?;
-        let out = self.sh30(
+        let out = self.cmd(
             "rm -f /tmp/mr-done; /usr/local/bin/mana-verbs-check /tmp/mr-done > /tmp/vc 2>&1 & \
              for i in $(seq 100); do grep -q lkey /tmp/vc && break; sleep 0.1; done; cat /tmp/vc",
         )?;
@@ -424,7 +425,7 @@ impl Tier {
             ));
         }
         // The process was started by an earlier shell: poll for its last line.
-        let out = self.sh30(
+        let out = self.cmd(
             "touch /tmp/mr-done; for i in $(seq 100); do grep -q '^done' /tmp/vc && break; sleep 0.1; done; cat /tmp/vc",
         )?;
         if !out.lines().any(|l| l == "done") {

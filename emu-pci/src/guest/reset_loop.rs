@@ -12,6 +12,7 @@
 
 use super::dpdk::{check_hops, dpdk_cmd, heap_and_mbufs_flat, port0_events, port_stats};
 use super::dpdk::{seed_eal, Pmd, ResetPath};
+use super::scenarios::HANG;
 use super::scenarios::{fmt_dur, Outcome, Tier};
 use super::vm::{GUEST_PROC_INFO, HOST_PROC_INFO};
 use crate::vfio::lock;
@@ -42,7 +43,7 @@ fn cycles() -> Result<u32, String> {
 impl Tier {
     pub fn dpdk_reset_loop(&mut self) -> Outcome {
         let cycles = cycles()?;
-        if self.sh30(&format!("test -x {GUEST_PROC_INFO}")).is_err() {
+        if self.cmd(&format!("test -x {GUEST_PROC_INFO}")).is_err() {
             return Err(format!(
                 "no {GUEST_PROC_INFO} in the guest: the host's {HOST_PROC_INFO} (Debian package dpdk, which scripts/setup.sh installs) is put there"
             ));
@@ -50,14 +51,14 @@ impl Tier {
         self.reserve_hugepages(HUGEPAGES)?;
         let r = self.reset_loop(cycles);
         // Other scenarios run on --no-huge: give the memory back.
-        let _ = self.sh30("umount /dev/hugepages; echo 0 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+        let _ = self.cmd("umount /dev/hugepages; echo 0 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
         r
     }
 
     /// hugetlbfs on /dev/hugepages with `n` pages reserved (at least
     /// three quarters of them granted, or the scenario fails saying so).
     fn reserve_hugepages(&mut self, n: u32) -> Result<(), String> {
-        let got = self.sh30(&format!(
+        let got = self.cmd(&format!(
             "mkdir -p /dev/hugepages; grep -q hugetlbfs /proc/mounts || mount -t hugetlbfs nodev /dev/hugepages; \
              echo {n} > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages; \
              cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
@@ -79,11 +80,7 @@ impl Tier {
             let out = self.testpmd_quit().unwrap_or_default();
             return Err(format!("before the first reset: {r0:?}\n{out}"));
         }
-        self.testpmd_do(
-            &self.stack.dump("socket_mem"),
-            "testpmd> ",
-            Duration::from_secs(30),
-        )?;
+        self.testpmd_do(&self.stack.dump("socket_mem"), "testpmd> ", HANG)?;
         let mut longest = Duration::ZERO;
         for i in 0..cycles {
             let path = if i % 2 == 0 {
@@ -95,7 +92,7 @@ impl Tier {
                 .reset_and_recover(path, QUEUES)
                 .map_err(|e| format!("reset {} of {cycles}: {e}", i + 1))?;
             longest = longest.max(t.recovered);
-            self.testpmd_do("clear port stats 0", "testpmd> ", Duration::from_secs(30))?;
+            self.testpmd_do("clear port stats 0", "testpmd> ", HANG)?;
             let r = self.peer_round(N, i as u8 + 1)?;
             // The secondary attaches to the rebuilt port and reads what
             // the primary's queues counted since the clear.
@@ -130,18 +127,10 @@ impl Tier {
                 ));
             }
         }
-        self.testpmd_do(
-            &self.stack.dump("socket_mem"),
-            "testpmd> ",
-            Duration::from_secs(30),
-        )?;
-        self.testpmd_do("stop", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do("port stop 0", "testpmd> ", Duration::from_secs(30))?;
-        self.testpmd_do(
-            &self.stack.dump("mempool"),
-            "testpmd> ",
-            Duration::from_secs(30),
-        )?;
+        self.testpmd_do(&self.stack.dump("socket_mem"), "testpmd> ", HANG)?;
+        self.testpmd_do("stop", "testpmd> ", HANG)?;
+        self.testpmd_do("port stop 0", "testpmd> ", HANG)?;
+        self.testpmd_do(&self.stack.dump("mempool"), "testpmd> ", HANG)?;
         let out = self.testpmd_quit()?;
 
         let events = port0_events(&out);
