@@ -403,22 +403,11 @@ impl Tier {
         seed: u8,
         payload: &dyn Fn(u64) -> usize,
     ) -> Result<Round, String> {
-        let peer_mac = self.peer_mac()?;
         let (p0, d0) = (
             self.peer.counters().map_err(|e| e.to_string())?,
             self.port(),
         );
-        for i in 0..n {
-            let payload = vec![(i as u8).wrapping_add(seed); payload(i)];
-            let f = ipv4_frame(
-                MAC,
-                peer_mac,
-                17,
-                &udp(40000 + i as u16 % 61, 6000, &payload, true),
-            );
-            peer::send_raw(&self.peer.ns, &self.peer.peer_if, f)
-                .map_err(|e| format!("raw send: {e}"))?;
-        }
+        self.peer_send(n, seed, payload)?;
         // Every frame back at the peer (or a timeout), then settled.
         let t0 = Instant::now();
         loop {
@@ -430,6 +419,29 @@ impl Tier {
         }
         std::thread::sleep(Duration::from_millis(500));
         self.round_since(&p0, &d0)
+    }
+
+    /// The peer sends `n` UDP frames to the port over 61 flows, frame `i`
+    /// carrying `payload(i)` bytes of `i + seed`.
+    pub(super) fn peer_send(
+        &mut self,
+        n: u64,
+        seed: u8,
+        payload: &dyn Fn(u64) -> usize,
+    ) -> Result<(), String> {
+        let peer_mac = self.peer_mac()?;
+        for i in 0..n {
+            let payload = vec![(i as u8).wrapping_add(seed); payload(i)];
+            let f = ipv4_frame(
+                MAC,
+                peer_mac,
+                17,
+                &udp(40000 + i as u16 % 61, 6000, &payload, true),
+            );
+            peer::send_raw(&self.peer.ns, &self.peer.peer_if, f)
+                .map_err(|e| format!("raw send: {e}"))?;
+        }
+        Ok(())
     }
 
     /// What the peer and the device counted since `p0` and `d0`.

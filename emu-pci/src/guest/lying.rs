@@ -17,9 +17,8 @@
 //! and the rate.
 
 use super::dpdk::{check_hops, port_stats};
-use super::peer;
 use super::scenarios::HANG;
-use super::scenarios::{fmt_dur, ipv4_frame, udp, Outcome, Tier, MAC};
+use super::scenarios::{fmt_dur, Outcome, Tier};
 use crate::vfio::lock;
 use mana_emu::device::{hw_ctx, Fault, Trigger};
 use std::collections::BTreeMap;
@@ -97,19 +96,8 @@ impl Tier {
     /// until the device has received them all and its TX count stays put
     /// for a second.
     fn lying_burst(&mut self, n: u64, seed: u8) -> Result<(), String> {
-        let peer_mac = self.peer_mac()?;
         let rx0 = self.port().rx_packets;
-        for i in 0..n {
-            let payload = vec![(i as u8).wrapping_add(seed); 18 + (i as usize % 200)];
-            let f = ipv4_frame(
-                MAC,
-                peer_mac,
-                17,
-                &udp(40000 + i as u16 % 61, 6000, &payload, true),
-            );
-            peer::send_raw(&self.peer.ns, &self.peer.peer_if, f)
-                .map_err(|e| format!("raw send: {e}"))?;
-        }
+        self.peer_send(n, seed, &|i| 18 + (i as usize % 200))?;
         let t0 = Instant::now();
         let mut last = (self.port().tx_packets, Instant::now());
         loop {
