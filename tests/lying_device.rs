@@ -258,19 +258,10 @@ fn the_driver_survives_a_lying_device_and_counts_every_lie() {
         }
     }
     let l = |k: &str| dev.device.lies(k);
-    let counted: BTreeMap<&str, u64> = [
-        "cq_overflows",
-        "stale_completions",
-        "unexpected_completions",
-        "bad_length_drops",
-        "wrong_queue_completions",
-        "bad_wqe_completions",
-        "missed_completions",
-        "errors",
-    ]
-    .into_iter()
-    .map(|n| (n, sum(&xs, "", n)))
-    .collect();
+    let counted: BTreeMap<&str, u64> = mana_emu::harness::REFUSED_COMPLETION_XSTATS
+        .into_iter()
+        .map(|n| (n, sum(&xs, "", n)))
+        .collect();
     eprintln!("driver counted: {counted:?}");
     for (p, x) in xs.iter().enumerate() {
         let nz: BTreeMap<_, _> = x

@@ -349,6 +349,19 @@ pub struct Pool {
     pub free: u64,
 }
 
+/// The driver's xstats of completions it refused or lost (per queue, both
+/// directions): what a lying device's lies show up as.
+pub const REFUSED_COMPLETION_XSTATS: [&str; 8] = [
+    "cq_overflows",
+    "stale_completions",
+    "unexpected_completions",
+    "bad_length_drops",
+    "wrong_queue_completions",
+    "bad_wqe_completions",
+    "missed_completions",
+    "errors",
+];
+
 pub fn parse_mempools(o: &str) -> Vec<Pool> {
     let mut out = Vec::new();
     for block in o.split("mempool <").skip(1) {

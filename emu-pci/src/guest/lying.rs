@@ -45,16 +45,7 @@ fn env_num(k: &str, default: u64) -> Result<u64, String> {
 /// The driver's counters of refused or lost completions, summed over the
 /// queues of both directions, from the last `show port xstats 0` block of
 /// testpmd's output.
-const REFUSED: [&str; 8] = [
-    "cq_overflows",
-    "stale_completions",
-    "unexpected_completions",
-    "bad_length_drops",
-    "wrong_queue_completions",
-    "bad_wqe_completions",
-    "missed_completions",
-    "errors",
-];
+const REFUSED: [&str; 8] = mana_emu::harness::REFUSED_COMPLETION_XSTATS;
 
 fn refused_counts(out: &str) -> Result<BTreeMap<&'static str, u64>, String> {
     let block = out
