@@ -582,7 +582,8 @@ fn the_probe_takes_the_ethernet_device_beside_the_rnic_in_either_order() {
         "net_mana: {PCI}: mana_0 is not the MANA Ethernet function (vendor_part_id 3); skipped"
     );
     for rnic_first in [false, true] {
-        let limits = format!("profile = \"linux-7+rdma-core-65\"\nrnic_listed_first = {rnic_first}");
+        let limits =
+            format!("profile = \"linux-7+rdma-core-65\"\nrnic_listed_first = {rnic_first}");
         let env = EmuEnv::new(&format!("rs-rnic-{rnic_first}"), two_ports("", &limits)).unwrap();
         let mut t = spawn_with(
             &env,
@@ -609,11 +610,7 @@ fn the_probe_takes_the_ethernet_device_beside_the_rnic_in_either_order() {
             let line = format!("net_mana: {PCI}_{port}: device is back as manae_0");
             let t0 = std::time::Instant::now();
             while !t.output().contains(&line) {
-                assert!(
-                    t0.elapsed() < DEADLINE,
-                    "no {line:?} in:\n{}",
-                    t.output()
-                );
+                assert!(t0.elapsed() < DEADLINE, "no {line:?} in:\n{}", t.output());
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         }

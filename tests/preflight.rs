@@ -248,7 +248,11 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[test]
 fn the_rdma_device_named_is_the_ethernet_one_beside_the_rnic() {
     for (i, (limits, rdma, others)) in [
-        ("profile = \"linux-7+rdma-core-65\"", "manae_0", vec!["mana_0"]),
+        (
+            "profile = \"linux-7+rdma-core-65\"",
+            "manae_0",
+            vec!["mana_0"],
+        ),
         (
             "profile = \"linux-7+rdma-core-56\"\nrnic_listed_first = true",
             "manae_0",
@@ -277,8 +281,9 @@ fn the_rdma_device_named_is_the_ethernet_one_beside_the_rnic() {
             format!(", beside {}", others.join(", "))
         };
         assert!(
-            r.render()
-                .contains(&format!("{PCI} (VF, driver mana, RDMA device {rdma}{beside})")),
+            r.render().contains(&format!(
+                "{PCI} (VF, driver mana, RDMA device {rdma}{beside})"
+            )),
             "{}",
             r.render()
         );

@@ -659,26 +659,43 @@ mod tests {
         assert!(Config::parse("[options]\nbogus=1\n").is_err());
     }
 
-    const ONE: &str = "[[adapter]]\npci = \"00:04.0\"\n[[adapter.port]]\nmac = \"00:0d:3a:00:00:01\"\n";
+    const ONE: &str =
+        "[[adapter]]\npci = \"00:04.0\"\n[[adapter.port]]\nmac = \"00:0d:3a:00:00:01\"\n";
 
     #[test]
     fn limits_profiles_set_what_each_stack_does() {
-        let c = Config::parse(&format!("[limits]\nprofile = \"linux-6.12+rdma-core-44\"\n{ONE}")).unwrap();
+        let c = Config::parse(&format!(
+            "[limits]\nprofile = \"linux-6.12+rdma-core-44\"\n{ONE}"
+        ))
+        .unwrap();
         assert_eq!(c.options.rdma_core(), RdmaCoreLimits::V44);
         let l = &c.limits;
         assert_eq!(
-            (l.vendor_id, l.vendor_part_id, l.raw_packet_caps, l.vport_busy_errno),
+            (
+                l.vendor_id,
+                l.vendor_part_id,
+                l.raw_packet_caps,
+                l.vport_busy_errno
+            ),
             (0, 0, 0, libc::ENODEV)
         );
         assert_eq!((l.max_qp, l.max_cqe, l.ib_devices), (64, 2048, 1));
         assert_eq!(c.adapters[0].ib_name.as_deref(), Some("mana_0"));
         assert_eq!(c.adapters[0].rnic_name, None);
 
-        let c = Config::parse(&format!("[limits]\nprofile = \"linux-7+rdma-core-65\"\nmax_qp = 8\n{ONE}")).unwrap();
+        let c = Config::parse(&format!(
+            "[limits]\nprofile = \"linux-7+rdma-core-65\"\nmax_qp = 8\n{ONE}"
+        ))
+        .unwrap();
         assert_eq!(c.options.rdma_core(), RdmaCoreLimits::Modern);
         let l = &c.limits;
         assert_eq!(
-            (l.vendor_id, l.vendor_part_id, l.raw_packet_caps, l.vport_busy_errno),
+            (
+                l.vendor_id,
+                l.vendor_part_id,
+                l.raw_packet_caps,
+                l.vport_busy_errno
+            ),
             (0x1414, 2, 4, libc::EBUSY)
         );
         assert_eq!((l.max_qp, l.ib_devices, l.rnic_listed_first), (8, 2, false));
@@ -694,9 +711,18 @@ mod tests {
             "[options]\nrdma_core = \"v44\"\n[limits]\nprofile = \"linux-7+rdma-core-56\"\n{ONE}"
         ))
         .unwrap_err();
-        assert!(e.contains("contradicts limits.profile linux-7+rdma-core-56"), "{e}");
-        let e = Config::parse(&format!("[limits]\nprofile = \"linux-6.8+rdma-core-50\"\n{ONE}")).unwrap_err();
-        assert!(e.contains("unknown limits profile \"linux-6.8+rdma-core-50\""), "{e}");
+        assert!(
+            e.contains("contradicts limits.profile linux-7+rdma-core-56"),
+            "{e}"
+        );
+        let e = Config::parse(&format!(
+            "[limits]\nprofile = \"linux-6.8+rdma-core-50\"\n{ONE}"
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("unknown limits profile \"linux-6.8+rdma-core-50\""),
+            "{e}"
+        );
         let e = Config::parse(&format!("[limits]\nib_devices = 3\n{ONE}")).unwrap_err();
         assert!(e.contains("ib_devices = 3"), "{e}");
         let e = Config::parse(&format!(

@@ -90,8 +90,10 @@ pub fn device_list_of(emu: &Emulator) -> Vec<*mut ibv_device> {
         }
     }
     let mut cache = DEVICES.lock().unwrap();
-    let listed: Vec<(usize, u64, bool)> =
-        vis.iter().map(|l| (l.adapter, l.generation, l.rnic)).collect();
+    let listed: Vec<(usize, u64, bool)> = vis
+        .iter()
+        .map(|l| (l.adapter, l.generation, l.rnic))
+        .collect();
     let mut out = Vec::new();
     for l in vis {
         let (ai, gen, name) = (l.adapter, l.generation, l.name);
@@ -149,8 +151,8 @@ pub fn device_list_of(emu: &Emulator) -> Vec<*mut ibv_device> {
     cache.retain(|&p| {
         // SAFETY: DEVICES holds live EmuDevice pointers (its reference).
         let d = unsafe { &*(p as *const EmuDevice) };
-        let present = !Arc::ptr_eq(&d.sh, &emu.sh)
-            || listed.contains(&(d.adapter, d.generation, d.rnic));
+        let present =
+            !Arc::ptr_eq(&d.sh, &emu.sh) || listed.contains(&(d.adapter, d.generation, d.rnic));
         if !present {
             // SAFETY: DEVICES' own reference, dropped with the entry.
             unsafe { device_put(p as *mut ibv_device) };
