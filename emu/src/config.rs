@@ -725,9 +725,9 @@ mod tests {
         );
         let e = Config::parse(&format!("[limits]\nib_devices = 3\n{ONE}")).unwrap_err();
         assert!(e.contains("ib_devices = 3"), "{e}");
-        let e = Config::parse(&format!(
+        let e = Config::parse(
             "[limits]\nib_devices = 2\n[[adapter]]\npci = \"00:04.0\"\nib_name = \"mana_0\"\n[[adapter.port]]\nmac = \"00:0d:3a:00:00:01\"\n"
-        ))
+        )
         .unwrap_err();
         assert!(e.contains("both named mana_0"), "{e}");
     }
