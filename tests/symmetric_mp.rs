@@ -312,6 +312,11 @@ impl App {
             );
             std::thread::sleep(Duration::from_millis(20));
         };
+        eprintln!(
+            "{}: exited ({st}) {:.1} s after SIGINT",
+            self.name,
+            t0.elapsed().as_secs_f64()
+        );
         // The reader ends at EOF: every line is in once it has.
         while Arc::strong_count(&self.out) > 1 && t0.elapsed() < DEADLINE {
             std::thread::sleep(Duration::from_millis(10));
@@ -504,6 +509,9 @@ fn symmetric_mp_forwards_through_netvsc_across_hot_remove_add_and_reset() {
     let _pages = Hugepages::reserve(512).unwrap();
     let prefix = "symmp";
     let _runtime = RuntimeDir::new(prefix);
+    // Progress for the log, not an assertion.
+    let t0 = Instant::now();
+    let step = |what: &str| eprintln!("[{:6.1} s] {what}", t0.elapsed().as_secs_f64());
 
     let mut p = App::spawn(symmetric_mp_cmd(&env, prefix, 0), &env, "primary");
     p.wait_for(0, "APP: Finished Process Init");
@@ -525,6 +533,7 @@ fn symmetric_mp_forwards_through_netvsc_across_hot_remove_add_and_reset() {
             .iter()
             .all(|m| nic(c, m).datapath == "vf" && nic(c, m).vf_assoc_allocated == 1)
     });
+    step("both processes up, both VFs taken");
     let base = proc_info(&env, prefix);
     eprintln!("mbufs in use before traffic: {}", base.in_use);
     assert_eq!(base.ports, [(0, 0); 2]);
@@ -540,9 +549,11 @@ fn symmetric_mp_forwards_through_netvsc_across_hot_remove_add_and_reset() {
     };
     let synthetic_out = |c: &Counters| (nic(c, MAC_B).tx_packets, nic(c, MAC_A).tx_packets);
 
+    step("traffic through the VFs");
     // 1. Through the VFs.
     pump(&p, &s, &phases[0].0, &phases[0].1, (0, 0), vf_out);
 
+    step("hot remove");
     // 2. The function hot removed (LISA turns SR-IOV off): both netvsc
     //    ports remove their VF (the second removes the PCI device, in both
     //    processes) and forward over VMBus.
@@ -566,12 +577,34 @@ fn symmetric_mp_forwards_through_netvsc_across_hot_remove_add_and_reset() {
         );
     }
 
+    step("hot add");
     // 3. Hot add (SR-IOV back on): netvsc probes the function again, EAL
     //    attaches it in the secondary, the host associates both VFs.
     let from = p.output().len();
     p.fault(Fault::HotAdd { pci: PCI.into() });
     p.wait_for(from, "netvsc_hotadd_callback(): Device notification type=0");
     p.wait_for_n(from, "Starting VF port", 2);
+    // Each netvsc port found its MAC under the function and probed it; the
+    // second probe added nothing. The secondary had detached both ports at
+    // the removal and attaches them again.
+    let po = p.output();
+    assert_eq!(
+        po[from..]
+            .matches("Found matching MAC address, adding device 7870:00:00.0")
+            .count(),
+        2,
+        "{po}"
+    );
+    assert_has(
+        &po[from..],
+        "the 2 selected port(s) exist already; nothing to add",
+    );
+    for port in [
+        "port1: attached in a secondary process as port 0",
+        "port2: attached in a secondary process as port 1",
+    ] {
+        s.wait_for_n(0, port, 2);
+    }
     p.wait_device("both NICs on their VF again", |c| {
         [MAC_A, MAC_B].iter().all(|m| {
             let x = nic(c, m);
@@ -580,6 +613,7 @@ fn symmetric_mp_forwards_through_netvsc_across_hot_remove_add_and_reset() {
     });
     pump(&p, &s, &phases[2].0, &phases[2].1, (n, n), vf_out);
 
+    step("service reset");
     // 4. A service reset of the function: our driver rebuilds both ports in
     //    the primary and hands the secondary the new doorbell page.
     let from = p.output().len();
@@ -591,6 +625,7 @@ fn symmetric_mp_forwards_through_netvsc_across_hot_remove_add_and_reset() {
     p.wait_for_n(from, "recovered from the device reset", 2);
     pump(&p, &s, &phases[3].0, &phases[3].1, (2 * n, 2 * n), vf_out);
 
+    step("traffic done");
     // Counted by the device and the host: VF phases 1, 3 and 4 on the
     // MANA ports, phase 2 on the synthetic NICs, nothing dropped.
     let dev = p.settled();
@@ -623,6 +658,7 @@ fn symmetric_mp_forwards_through_netvsc_across_hot_remove_add_and_reset() {
     assert_eq!(end.ports, [(3 * n, 3 * n); 2]);
     assert_eq!(end.in_use, base.in_use, "no mbuf lost");
 
+    step("SIGINT");
     // The processes' own counts at SIGINT, as LISA reads them.
     let (ss, so) = s.interrupt();
     let (ps, po) = p.interrupt();
@@ -631,12 +667,18 @@ fn symmetric_mp_forwards_through_netvsc_across_hot_remove_add_and_reset() {
     for o in [&so, &po] {
         assert!(!o.contains("Segmentation fault"), "{o}");
     }
+    step("both exited");
     // Each process forwards the frames RSS gives its queue: A's out of B,
     // B's out of A.
     let (mut want_a, mut want_b) = (vec![0u64; 2], vec![0u64; 2]);
     for (fa, fb) in &phases {
         add(&mut want_a, &split(fa));
         add(&mut want_b, &split(fb));
+        eprintln!(
+            "RSS split (queue 0, queue 1) of a phase: A {:?}, B {:?}",
+            split(fa),
+            split(fb)
+        );
     }
     for (q, o) in [(0usize, &po), (1, &so)] {
         let (ra, ta, da) = app_counts(o, NETVSC_A);
