@@ -437,6 +437,9 @@ fn app_counts(out: &str, port: u16) -> (u64, u64, u64) {
     (v[0], v[1], v[2])
 }
 
+/// One phase's frames for one port.
+type Frames = Vec<Vec<u8>>;
+
 fn nic<'c>(c: &'c Counters, mac: &str) -> &'c NetvscReport {
     c.netvsc
         .iter()
@@ -538,7 +541,7 @@ fn symmetric_mp_forwards_through_netvsc_across_hot_remove_add_and_reset() {
     eprintln!("mbufs in use before traffic: {}", base.in_use);
     assert_eq!(base.ports, [(0, 0); 2]);
 
-    let phases: Vec<(Vec<Vec<u8>>, Vec<Vec<u8>>)> = (0..4)
+    let phases: Vec<(Frames, Frames)> = (0..4)
         .map(|i| (udp_frames(MAC_A, N, 40 + i), udp_frames(MAC_B, N, 50 + i)))
         .collect();
     let vf_out = |c: &Counters| {
