@@ -64,7 +64,11 @@ fn the_switch_chooses_the_receive_path_and_the_burst_mode_names_it() {
             single(vec![PortDef::sink(MAC_A).lossless()]),
         )
         .unwrap();
-        let mut t = spawn_path(&env, path, &["--rxq=1", "--txq=1", "--rxd=256", "--txd=256"]);
+        let mut t = spawn_path(
+            &env,
+            path,
+            &["--rxq=1", "--txq=1", "--rxd=256", "--txd=256"],
+        );
         assert_has(&cmd(&mut t, "show rxq info 0 0"), mode);
         let posted = mbufs_in_use(&mut t);
         cmd(&mut t, "set fwd rxonly");
@@ -79,7 +83,11 @@ fn the_switch_chooses_the_receive_path_and_the_burst_mode_names_it() {
         let d = settled(&t);
         let d = d.port(MAC_A).unwrap();
         let bytes = total_bytes(&fr);
-        assert_eq!((s.rx_packets, d.rx_packets), (N as u64, N as u64), "{path}: {s:?}");
+        assert_eq!(
+            (s.rx_packets, d.rx_packets),
+            (N as u64, N as u64),
+            "{path}: {s:?}"
+        );
         assert_eq!((s.rx_bytes, d.rx_bytes), (bytes, bytes), "{path}");
         assert_eq!((s.rx_errors, s.rx_nombuf), (0, 0), "{path}: {s:?}");
         assert_eq!(mbufs_in_use(&mut t), posted, "{path}: buffers reposted");

@@ -462,14 +462,15 @@ mod tests {
                 assert!(e & ENTRY_L3 != 0, "flags {raw:#010x}: no L3 type");
                 continue;
             }
-            for (et, bit) in [
-                (ETH_P_IP, folded::IDX_IPV4),
-                (ETH_P_IPV6, folded::IDX_IPV6),
-            ] {
+            for (et, bit) in [(ETH_P_IP, folded::IDX_IPV4), (ETH_P_IPV6, folded::IDX_IPV6)] {
                 let (ol, pt) = unfold(folded::table()[(i | bit) as usize]);
                 assert!(ol & rss != 0);
                 let want = packet_meta(raw, 60, |at| if at == 12 { et } else { 0 });
-                assert_eq!((ol & !rss, pt, 0), want, "flags {raw:#010x} ethertype {et:#06x}");
+                assert_eq!(
+                    (ol & !rss, pt, 0),
+                    want,
+                    "flags {raw:#010x} ethertype {et:#06x}"
+                );
             }
         }
     }

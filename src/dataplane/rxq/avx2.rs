@@ -110,16 +110,7 @@ pub unsafe fn groups(run: &Run, mut k: usize) -> (usize, u64) {
         w,
     );
     let tail_mask = _mm256_setr_epi32(-1, -1, m, m, -1, -1, m, m);
-    let tail_step = _mm256_setr_epi32(
-        dw(4 * bu),
-        dw(4 * bu),
-        0,
-        0,
-        dw(4 * bu),
-        dw(4 * bu),
-        0,
-        0,
-    );
+    let tail_step = _mm256_setr_epi32(dw(4 * bu), dw(4 * bu), 0, 0, dw(4 * bu), dw(4 * bu), 0, 0);
     // Byte offsets in a group of the header and flags dwords, and of the
     // first packet's length and hash.
     let s = CQE_SIZE as i32;
@@ -180,18 +171,13 @@ pub unsafe fn groups(run: &Run, mut k: usize) -> (usize, u64) {
                 break;
             }
             let len = _mm_and_si128(_mm256_castsi256_si128(lh), low16);
-            let bad = _mm_or_si128(
-                _mm_cmpgt_epi32(len, max_len),
-                _mm_cmpgt_epi32(min_len, len),
-            );
+            let bad = _mm_or_si128(_mm_cmpgt_epi32(len, max_len), _mm_cmpgt_epi32(min_len, len));
             if _mm_testz_si128(bad, bad) == 0 {
                 break;
             }
             let flags = _mm256_extracti128_si256::<1>(hf);
-            let mut idx = _mm_and_si128(
-                _mm_srli_epi32::<{ folded::SHIFT as i32 }>(flags),
-                idx_mask,
-            );
+            let mut idx =
+                _mm_and_si128(_mm_srli_epi32::<{ folded::SHIFT as i32 }>(flags), idx_mask);
             let hashless = _mm_cmpeq_epi32(_mm_and_si128(idx, hash_type), zero);
             let bufs = run.bufs.add(k);
             if _mm_testz_si128(hashless, hashless) == 0 {
@@ -300,7 +286,10 @@ mod tests {
         /// What the module says a clean completion is, written out.
         fn clean(&self, offset: u32) -> bool {
             let f = RxCompFlags::from_raw(self.flags);
-            let want = CqeInfo::new().with_wq_num(WQ).with_owner_bits(OWNER).to_raw();
+            let want = CqeInfo::new()
+                .with_wq_num(WQ)
+                .with_owner_bits(OWNER)
+                .to_raw();
             let info = CqeInfo::from_raw(self.info);
             let relevant = CqeInfo::new()
                 .with_wq_num(info.wq_num())
@@ -345,7 +334,10 @@ mod tests {
             len: 14 + r.below(u64::from(BUF_LEN) - 13) as u16,
             hash: r.next() as u32,
             offset,
-            info: CqeInfo::new().with_wq_num(WQ).with_owner_bits(OWNER).to_raw()
+            info: CqeInfo::new()
+                .with_wq_num(WQ)
+                .with_owner_bits(OWNER)
+                .to_raw()
                 | ((r.next() as u32) & CqeInfo::new().with_reserved(0xf).to_raw()),
             ethertype: if r.below(2) == 0 { 0x0800 } else { 0x86dd },
         };
@@ -353,7 +345,11 @@ mod tests {
             match r.below(9) {
                 0 => s.ty = r.below(64) as u8,
                 1 => s.flags |= RxCompFlags::new().with_rx_vlantag_present(true).to_raw(),
-                2 => s.flags |= RxCompFlags::new().with_rx_outer_iphdr_csum_fail(true).to_raw(),
+                2 => {
+                    s.flags |= RxCompFlags::new()
+                        .with_rx_outer_iphdr_csum_fail(true)
+                        .to_raw()
+                }
                 3 => s.len = r.below(u64::from(BUF_LEN) + 40) as u16,
                 4 => s.offset = s.offset.wrapping_add(32 * (1 + r.below(3) as u32)),
                 5 => s.info ^= CqeInfo::new().with_owner_bits(1 << r.below(3)).to_raw(),
@@ -394,7 +390,9 @@ mod tests {
                 unsafe {
                     (*m).buf_addr = bufs[i].as_mut_ptr().cast();
                     (*m).ol_flags = UNSET;
-                    mbuf::packet_type_ptr(m).cast::<[u64; 2]>().write_unaligned([UNSET; 2]);
+                    mbuf::packet_type_ptr(m)
+                        .cast::<[u64; 2]>()
+                        .write_unaligned([UNSET; 2]);
                 }
             }
             let ptrs: Vec<*mut rte_mbuf> = mbufs.iter_mut().map(|m| m as *mut _).collect();
@@ -408,7 +406,10 @@ mod tests {
                     .with_is_sq(true)
                     .with_owner_bits(7)
                     .to_raw(),
-                info_want: CqeInfo::new().with_wq_num(WQ).with_owner_bits(OWNER).to_raw(),
+                info_want: CqeInfo::new()
+                    .with_wq_num(WQ)
+                    .with_owner_bits(OWNER)
+                    .to_raw(),
                 bufs: ptrs.as_ptr(),
                 out: out.as_mut_ptr(),
                 offset: start,
