@@ -92,7 +92,7 @@ const MIN_LEN: i32 = 14;
 #[target_feature(enable = "avx2")]
 #[inline(never)]
 pub unsafe fn groups(run: &Run, mut k: usize) -> (usize, u64) {
-    debug_assert!(run.cqes as usize % CQE_SIZE == 0 && k <= run.slots);
+    debug_assert!((run.cqes as usize).is_multiple_of(CQE_SIZE) && k <= run.slots);
     let cqes = run.cqes as *const u8;
     let bu = WQE_BU_SIZE as u32;
     let off = run.offset.wrapping_add(bu.wrapping_mul(k as u32));
