@@ -65,6 +65,15 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # The integration tests start dpdk-testpmd processes; run them one at a time
 # on this 2-core class of machine.
 cargo test --workspace --locked -- --test-threads=1
+# The receive path: on a CPU with AVX2 the pass above ran the vector loop
+# (NET_MANA_RX_PATH unset chooses it); the burst-level tests run again on
+# the scalar one, and the other way round on a CPU without AVX2 (where
+# only the scalar loop exists, so there is nothing more to run).
+if grep -qw avx2 /proc/cpuinfo; then
+    NET_MANA_RX_PATH=scalar cargo test --locked -p net_mana --test lying_device \
+        --test rx_metadata --test robustness --test forwarding --test rx_path \
+        -- --test-threads=1
+fi
 # The timing-sensitive files again, beside the hog (already running in
 # --busy mode, where the pass above was the busy one).
 if [ "$busy" != 1 ] && [ "${NET_MANA_BUSY_PASS:-1}" != 0 ]; then

@@ -12,7 +12,7 @@ use crate::control::scatter::{self, frame_len};
 use crate::control::state::limits::MIN_DESC;
 use crate::control::state::queue_sets::{Kind, QueueSet};
 use crate::control::state::rss_conf::RETA_SIZE;
-use crate::dataplane::rxq::{RxConf, RxQueue, MIN_BUF_LEN};
+use crate::dataplane::rxq::{RxConf, RxPath, RxPathWish, RxQueue, MIN_BUF_LEN};
 use crate::dataplane::txq::{TxConf, TxQueue};
 use crate::ffi;
 use crate::ffi::consts::*;
@@ -135,6 +135,10 @@ pub fn setup_rx(
             frame_len(d.mtu)
         );
     }
+    let path = RxPathWish::from_env()
+        .and_then(|wish| RxPath::choose(wish, segs))
+        .map_err(|e| at(Error::invalid(e)))?;
+    debug!("{}: rx queue {qid}: {path:?} receive path", p.name);
     ctrl.rx.release(d, qid);
     ctrl.generation += 1;
     let q = RxQueue::alloc(
@@ -147,6 +151,7 @@ pub fn setup_rx(
             segs,
             mp,
             conf: *conf,
+            path,
         },
         if segs > 1 {
             offloads | RX_OFFLOAD_SCATTER

@@ -169,12 +169,14 @@ const PT_MASK: u32 = (ffi::RTE_PTYPE_L3_MASK | ffi::RTE_PTYPE_L4_MASK) & 0x3f0;
 /// The entry's bits that hold an L3 type.
 const ENTRY_L3: u16 = ((ffi::RTE_PTYPE_L3_MASK & PT_MASK) >> PT_SHIFT << OL_BITS) as u16;
 
-static FOLDED: [u16; 1 << IDX_BITS] = build_folded();
+/// One entry more than the index reaches: the vector path looks entries
+/// up with 32-bit gathers, and the last one's read takes two bytes after it.
+static FOLDED: [u16; (1 << IDX_BITS) + 1] = build_folded();
 
-const fn build_folded() -> [u16; 1 << IDX_BITS] {
-    let mut t = [0u16; 1 << IDX_BITS];
+const fn build_folded() -> [u16; (1 << IDX_BITS) + 1] {
+    let mut t = [0u16; (1 << IDX_BITS) + 1];
     let mut i = 0;
-    while i < t.len() {
+    while i < 1 << IDX_BITS {
         let hash = i & ((1 << HASH_BITS) - 1);
         let csum = i >> HASH_BITS;
         let (csum_ol, csum_ev) = CSUM[csum];
@@ -188,6 +190,37 @@ const fn build_folded() -> [u16; 1 << IDX_BITS] {
         i += 1;
     }
     t
+}
+
+/// What the vector receive path (`rxq::avx2`) needs to look four packets'
+/// flags up at once in the folded table: the index is `(raw >> SHIFT) &
+/// MASK`; an entry holds the `ol_flags` in its low `OL_BITS` bits and the
+/// L3/L4 packet type, shifted down by `PT_SHIFT`, above them.
+///
+/// A packet whose hash type is 0 (`HASH_TYPE` bits of the index clear) has
+/// no L3 type from its flags; its frame's EtherType gives it. The entry of
+/// the same index with `IDX_IPV4` (or `IDX_IPV6`) set is then the scalar
+/// path's result for an IPv4 (IPv6) frame plus `RSS_HASH`
+/// (`tests::a_hash_type_bit_stands_for_the_ethertype`).
+pub mod folded {
+    use super::*;
+    pub const SHIFT: u32 = IDX_SHIFT;
+    pub const MASK: u32 = (1 << IDX_BITS) - 1;
+    pub const HASH_TYPE: u32 = (1 << HASH_BITS) - 1;
+    pub const IDX_IPV4: u32 = ndis_hash::IPV4 as u32;
+    pub const IDX_IPV6: u32 = ndis_hash::IPV6 as u32;
+    pub const OL_BITS: u32 = super::OL_BITS;
+    pub const PT_SHIFT: u32 = super::PT_SHIFT;
+    pub const L2_ETHER: u32 = ffi::RTE_PTYPE_L2_ETHER;
+    pub const RSS_HASH: u32 = ffi::RTE_MBUF_F_RX_RSS_HASH;
+    /// Flag bits that make a packet's metadata more than the entry gives
+    /// (a stripped VLAN tag, a bad outer IP checksum): left to the scalar
+    /// path.
+    pub const TAG_BITS: u32 = VLAN | OUTER_IP_FAIL;
+    /// The table, with one entry of padding at the end.
+    pub fn table() -> &'static [u16; (1 << IDX_BITS) + 1] {
+        &FOLDED
+    }
 }
 
 /// The folded entry of flags `raw`.
@@ -409,6 +442,35 @@ mod tests {
                 let want = reference(F::from_raw(raw));
                 assert_eq!(meta(raw), want, "flags {raw:#010x}");
                 assert_eq!(vlan_stripped(raw), F::from_raw(raw).rx_vlantag_present());
+            }
+        }
+    }
+
+    /// What the vector path relies on (see [`folded`]): with a hash type
+    /// the entry names an L3 type; without one, the entry with the IPv4
+    /// (IPv6) hash bit set, less `RSS_HASH`, is what [`packet_meta`] gives
+    /// an untagged IPv4 (IPv6) frame. Every index.
+    #[test]
+    fn a_hash_type_bit_stands_for_the_ethertype() {
+        let rss = u64::from(folded::RSS_HASH);
+        assert_eq!(folded::table()[1 << IDX_BITS], 0, "the padding entry");
+        for i in 0..1u32 << IDX_BITS {
+            let raw = i << IDX_SHIFT;
+            let e = folded::table()[i as usize];
+            assert_eq!(e, entry(raw));
+            if i & folded::HASH_TYPE != 0 {
+                assert!(e & ENTRY_L3 != 0, "flags {raw:#010x}: no L3 type");
+                continue;
+            }
+            for (et, bit) in [(ETH_P_IP, folded::IDX_IPV4), (ETH_P_IPV6, folded::IDX_IPV6)] {
+                let (ol, pt) = unfold(folded::table()[(i | bit) as usize]);
+                assert!(ol & rss != 0);
+                let want = packet_meta(raw, 60, |at| if at == 12 { et } else { 0 });
+                assert_eq!(
+                    (ol & !rss, pt, 0),
+                    want,
+                    "flags {raw:#010x} ethertype {et:#06x}"
+                );
             }
         }
     }

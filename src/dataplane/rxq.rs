@@ -25,6 +25,8 @@ use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod scattered;
 
 const REFILL_BULK: usize = 64;
@@ -77,6 +79,93 @@ pub struct RxConf {
     pub segs: u32,
     pub mp: *mut ffi::rte_mempool,
     pub conf: ffi::rte_eth_rxconf,
+    /// The one-buffer receive loop the queue runs ([`RxPath::choose`]).
+    pub path: RxPath,
+}
+
+/// The receive loop of a one-buffer queue: chosen at queue setup from the
+/// CPU's flags and the queue's configuration (scattered queues are
+/// always scalar), or forced (`NET_MANA_RX_PATH`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RxPath {
+    Scalar,
+    /// Four completions per step where they are clean (`rxq::avx2`), the
+    /// scalar loop for the rest.
+    VectorAvx2,
+}
+
+/// What the application asked for: the best path, or one forced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxPathWish {
+    Auto,
+    Scalar,
+    Vector,
+}
+
+impl RxPathWish {
+    /// The environment variable that forces a path (the tests run every
+    /// receive test under each).
+    pub const ENV: &'static str = "NET_MANA_RX_PATH";
+
+    /// Parses `auto`, `scalar` or `vector`.
+    pub fn parse(v: &str) -> Result<RxPathWish, String> {
+        match v.trim() {
+            "auto" => Ok(RxPathWish::Auto),
+            "scalar" => Ok(RxPathWish::Scalar),
+            "vector" => Ok(RxPathWish::Vector),
+            other => Err(format!(
+                "{}={other}: unknown receive path (use auto, scalar or vector)",
+                Self::ENV
+            )),
+        }
+    }
+
+    /// From the environment: `Auto` if the variable is unset.
+    pub fn from_env() -> Result<RxPathWish, String> {
+        match std::env::var(Self::ENV) {
+            Ok(v) => Self::parse(&v),
+            Err(std::env::VarError::NotPresent) => Ok(RxPathWish::Auto),
+            Err(std::env::VarError::NotUnicode(v)) => Err(format!(
+                "{}={v:?}: unknown receive path (use auto, scalar or vector)",
+                Self::ENV
+            )),
+        }
+    }
+}
+
+impl RxPath {
+    /// Whether this build and CPU can run the vector loop.
+    pub fn vector_available() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx2") && avx2::layout_fits()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// The loop a queue of `segs` buffers per WQE runs: the vector one
+    /// where the CPU has it, unless `wish` forces the scalar one. Forcing
+    /// the vector loop on a CPU without it is an error; a scattered queue
+    /// has no vector loop and runs the scalar one whatever the wish.
+    pub fn choose(wish: RxPathWish, segs: u32) -> Result<RxPath, String> {
+        let have = Self::vector_available();
+        if wish == RxPathWish::Vector && !have {
+            return Err(format!(
+                "{}=vector: this CPU has no AVX2 (or the mbuf layout is not the one \
+                 the vector receive path writes); use auto or scalar",
+                RxPathWish::ENV
+            ));
+        }
+        Ok(if segs == 1 && have && wish != RxPathWish::Scalar {
+            RxPath::VectorAvx2
+        } else {
+            RxPath::Scalar
+        })
+    }
 }
 
 impl RxConf {
@@ -668,7 +757,12 @@ impl Burst<'_> {
     /// the owner bits), names the oldest posted WQE and reports a length
     /// that fits the buffer; anything else goes to [`RxQueue::slow`], which
     /// counts, drops and resyncs.
-    fn run(&mut self, pkts: &mut [*mut rte_mbuf]) -> usize {
+    ///
+    /// `VECTOR`: groups of four clean completions go through the vector
+    /// step (`avx2::groups`, for queues whose path is [`RxPath::VectorAvx2`]);
+    /// after one that is not, the scalar loop takes the next four.
+    #[inline(always)]
+    fn run<const VECTOR: bool>(&mut self, pkts: &mut [*mut rte_mbuf]) -> usize {
         let q = self.q;
         let st = &mut *self.st;
         let n = pkts.len();
@@ -703,30 +797,65 @@ impl Burst<'_> {
             let (bufs, out) = (&bufs[..run.slots()], &mut out[..run.slots()]);
             let (mut k, mut dropped) = (0usize, 0usize);
             let mut offset = start;
-            while let Some(c) = run.get(k) {
-                let oob = c.rx_oob();
-                let len = oob.ppi[0].pkt_len();
-                // Of the right kind, for the oldest buffer, 1..=buf_len bytes.
-                if c.header().cqe_type_raw() != CqeType::RxOkay as u8
-                    || oob.rx_wqe_offset() != offset
-                    || u32::from(len).wrapping_sub(1) >= buf_len
-                {
+            loop {
+                #[cfg(target_arch = "x86_64")]
+                if VECTOR {
+                    let (cqes, info_mask, info_want) = run.raw_parts();
+                    let v = avx2::Run {
+                        cqes,
+                        slots: run.slots(),
+                        info_mask,
+                        info_want,
+                        bufs: bufs.as_ptr(),
+                        out: out.as_mut_ptr(),
+                        offset: start,
+                        buf_len,
+                    };
+                    // SAFETY: the queue's path is the vector one only where
+                    // the CPU has AVX2 (`RxPath::choose`); the run's slots
+                    // are CQEs of the live ring (64-byte slots, aligned as
+                    // the ring is), `bufs` and `out` hold as many entries
+                    // (cut to the run above), the buffers are posted ones
+                    // of at least `MIN_BUF_LEN` bytes, and `k <= slots`.
+                    let (to, b) = unsafe { avx2::groups(&v, k) };
+                    offset += (to - k) as u32 * gdma::WQE_BU_SIZE as u32;
+                    k = to;
+                    bytes += b;
+                }
+                // The vector step stopped at a group that is not clean:
+                // the scalar loop takes its four completions.
+                let stop = (k + 4).min(run.slots());
+                while !VECTOR || k < stop {
+                    let Some(c) = run.get(k) else { break };
+                    let oob = c.rx_oob();
+                    let len = oob.ppi[0].pkt_len();
+                    // Of the right kind, for the oldest buffer, 1..=buf_len bytes.
+                    if c.header().cqe_type_raw() != CqeType::RxOkay as u8
+                        || oob.rx_wqe_offset() != offset
+                        || u32::from(len).wrapping_sub(1) >= buf_len
+                    {
+                        break;
+                    }
+                    let m = bufs[k];
+                    bytes += u64::from(len);
+                    // `out` is written after `fill`, whose loads from the CQE
+                    // then need not be made before this store (see `fill`).
+                    out[k] = if q.fill(m, oob.flags.to_raw(), len, oob.ppi[0].pkt_hash()) {
+                        m
+                    } else {
+                        q.discard(m);
+                        bytes -= u64::from(len);
+                        dropped += 1;
+                        ptr::null_mut()
+                    };
+                    k += 1;
+                    offset += gdma::WQE_BU_SIZE as u32;
+                }
+                // Go on with the vector step only past four completions
+                // the scalar loop took.
+                if !VECTOR || k != stop || k == run.slots() {
                     break;
                 }
-                let m = bufs[k];
-                bytes += u64::from(len);
-                // `out` is written after `fill`, whose loads from the CQE
-                // then need not be made before this store (see `fill`).
-                out[k] = if q.fill(m, oob.flags.to_raw(), len, oob.ppi[0].pkt_hash()) {
-                    m
-                } else {
-                    q.discard(m);
-                    bytes -= u64::from(len);
-                    dropped += 1;
-                    ptr::null_mut()
-                };
-                k += 1;
-                offset += gdma::WQE_BU_SIZE as u32;
             }
             cq.consume(k as u32);
             posted.skip(k as u32);
@@ -852,8 +981,10 @@ fn busy(mut b: Burst<'_>, pkts: &mut [*mut rte_mbuf], search: bool) -> usize {
     }
     let got = if b.q.conf.segs != 1 {
         b.run_scattered(pkts)
+    } else if b.q.conf.path == RxPath::VectorAvx2 {
+        b.run::<true>(pkts)
     } else {
-        b.run(pkts)
+        b.run::<false>(pkts)
     };
     b.owe();
     got

@@ -4,7 +4,7 @@
 use super::{data, port, ret};
 use crate::control::state::queue_sets::EthQueues;
 use crate::control::{intr, lifecycle};
-use crate::dataplane::rxq::RxQueue;
+use crate::dataplane::rxq::{RxPath, RxQueue};
 use crate::dataplane::txq::{self, TxQueue};
 use crate::ffi::consts::RX_OFFLOAD_VLAN_STRIP;
 use crate::ffi::{self, rte_eth_dev};
@@ -120,15 +120,15 @@ pub unsafe extern "C" fn rx_burst_mode_get(
     qid: u16,
     mode: *mut ffi::rte_eth_burst_mode,
 ) -> c_int {
-    let scattered = queues(dev)
-        .get::<RxQueue>(usize::from(qid))
-        .is_some_and(|q| q.conf.scattered());
+    let q = queues(dev).get::<RxQueue>(usize::from(qid));
     write_mode(
         mode,
-        if scattered {
-            "Scalar scattered, WQEs of several buffers, chained mbufs"
-        } else {
-            "Scalar, single and coalesced CQEs, bulk refill"
+        match q.map(|q| (q.conf.scattered(), q.conf.path)) {
+            Some((true, _)) => "Scalar scattered, WQEs of several buffers, chained mbufs",
+            Some((false, RxPath::VectorAvx2)) => {
+                "Vector AVX2, four CQEs per step, scalar for the rest, bulk refill"
+            }
+            _ => "Scalar, single and coalesced CQEs, bulk refill",
         },
     )
 }

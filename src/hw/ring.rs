@@ -717,6 +717,15 @@ impl<'a> CqRun<'a> {
         unsafe { self.end.offset_from(self.p) as usize }
     }
 
+    /// For a loop that checks several slots at once as [`CqRun::get`]
+    /// checks one: the first slot's address, and the mask and value a
+    /// ready completion of the run shows in its info dword (little-endian,
+    /// masked).
+    #[inline(always)]
+    pub fn raw_parts(&self) -> (*const Cqe, u32, u32) {
+        (self.p, RUN_MASK, self.want)
+    }
+
     /// The `k`-th completion of the run if it and every one before it
     /// have been checked ready for our queue (the caller walks `k` up from
     /// 0 and stops at the first `None`), without advancing the run: a loop
