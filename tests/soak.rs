@@ -16,11 +16,11 @@
 //! `SOAK_PRELOAD` (a library to preload beside the emulator, e.g.
 //! heaptrack's), and what is mixed into the resets:
 //!
-//! - `SOAK_SECONDARIES` (0 to 2; default 0): with 1, a secondary testpmd
+//! - `SOAK_SECONDARIES` (0 to 2; default 1): with 1, a secondary testpmd
 //!   forwards (`flowgen`) on queue 1 of both ports while the primary
 //!   forwards on queue 0 (hugepage memory then, which multi-process
 //!   needs); it is restarted now and then (`SOAK_RESTART_RATE` per 1000
-//!   resets, default 20), half of the restarts while the primary
+//!   resets, default 100; `scripts/soak.sh`: 20), half of the restarts while the primary
 //!   recovers. With 2, a monitor too: `dpdk-proc-info --stats` and
 //!   `--xstats` taking turns, a new process every 0.5-3 s, whatever the
 //!   primary is doing (some start during recoveries), paused only around
@@ -104,7 +104,7 @@ struct Mix {
 
 impl Mix {
     fn from_env() -> Mix {
-        let secondaries = env_u64("SOAK_SECONDARIES", 0);
+        let secondaries = env_u64("SOAK_SECONDARIES", 1);
         assert!(
             secondaries <= 2,
             "SOAK_SECONDARIES={secondaries}: 0, 1 (a forwarding testpmd) or 2 (and a monitor)"
@@ -113,7 +113,7 @@ impl Mix {
             secondaries,
             hotplug_rate: env_u64("SOAK_HOTPLUG_RATE", 0),
             lie_rate: env_u64("SOAK_LIE_RATE", 0),
-            restart_rate: env_u64("SOAK_RESTART_RATE", 20),
+            restart_rate: env_u64("SOAK_RESTART_RATE", 100),
         }
     }
 }
@@ -1059,6 +1059,23 @@ fn report_memory(t: &mut Testpmd, fwd: &Forwarder, i: u64, last: &mut (u64, Mem,
     *last = (i, now, heap);
 }
 
+/// Restarts the forwarding secondary (after `reset` resets); returns how
+/// much DPDK's heap (shared by the processes) grew meanwhile, in KiB.
+fn restart_forwarder(
+    t: &mut Testpmd,
+    fwd: &mut Forwarder,
+    env: &EmuEnv,
+    prefix: &str,
+    reset: u64,
+) -> i64 {
+    let h0 = dpdk_heap_kib(t);
+    fwd.stop(reset);
+    fwd.restarts += 1;
+    fwd.start(env, prefix, reset);
+    let h1 = dpdk_heap_kib(t);
+    h1.zip(h0).map_or(0, |(b, a)| b as i64 - a as i64)
+}
+
 #[test]
 fn soak() {
     if skip() {
@@ -1130,6 +1147,9 @@ fn soak() {
     let mut base: Option<Counters> = None;
     let mut tally = Tally::default();
     let (mut hotplugs_mixed, mut lie_episodes) = (0u64, 0u64);
+    // DPDK's heap growth over the secondary's restarts and the mixed hot
+    // plug cycles (each with the secondary's restart after it), in KiB.
+    let (mut heap_restarts, mut heap_hotplug) = (0i64, 0i64);
     let t0 = Instant::now();
     for i in 1..=resets {
         if seconds > 0 && t0.elapsed() >= Duration::from_secs(seconds) {
@@ -1158,6 +1178,7 @@ fn soak() {
             hotplugs_mixed += 1;
             let h = hotplugs_mixed;
             let _g = gate.lock().unwrap_or_else(|e| e.into_inner());
+            let h0 = dpdk_heap_kib(&mut t);
             let dev = quiesce(&mut t, &mut fwd, i - 1);
             let seg = format!("segment before mixed hot plug cycle {h}");
             account(
@@ -1186,6 +1207,8 @@ fn soak() {
                     deviations.push(e);
                 }
             }
+            let h1 = dpdk_heap_kib(&mut t);
+            heap_hotplug += h1.zip(h0).map_or(0, |(b, a)| b as i64 - a as i64);
         }
         injected = i;
         // A restart of the forwarding secondary: between resets, or (half
@@ -1195,9 +1218,7 @@ fn soak() {
         let restart = mp && rng.roll(mix.restart_rate);
         let in_recovery = restart && rng.roll(500);
         if restart && !in_recovery {
-            fwd.stop(i - 1);
-            fwd.restarts += 1;
-            fwd.start(&env, &prefix, i - 1);
+            heap_restarts += restart_forwarder(&mut t, &mut fwd, &env, &prefix, i - 1);
             if let Err(e) = fwd.wait_sending(&t, &format!("restarted before reset {i}")) {
                 deviations.push(e);
             }
@@ -1224,10 +1245,8 @@ fn soak() {
                     e.lines().next().unwrap_or("")
                 ));
             }
-            fwd.stop(i - 1);
-            fwd.restarts += 1;
             fwd.restarts_in_recovery += 1;
-            fwd.start(&env, &prefix, i - 1);
+            heap_restarts += restart_forwarder(&mut t, &mut fwd, &env, &prefix, i - 1);
             if let Some(s) = &fwd.t {
                 if !s
                     .output()
@@ -1421,7 +1440,7 @@ fn soak() {
     }
     if mix.hotplug_rate > 0 || mix.lie_rate > 0 || mp {
         line += &format!(
-            "; faults: {hotplugs_mixed} hot plug cycles, {lie_episodes} lying episodes ({} lies); wire carried {}, device delivered {} = polled {} + lost to resets {} + dropped as lies left them {}; DPDK heap {} -> {} KiB",
+            "; faults: {hotplugs_mixed} hot plug cycles, {lie_episodes} lying episodes ({} lies); wire carried {}, device delivered {} = polled {} + lost to resets {} + dropped as lies left them {}; DPDK heap {} -> {} KiB ({heap_restarts:+} KiB over the secondary's restarts, {heap_hotplug:+} KiB over the mixed hot plug cycles)",
             tally.lies.values().sum::<u64>(),
             tally.wire_tx,
             tally.delivered,
