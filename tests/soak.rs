@@ -570,13 +570,33 @@ fn monitor(
         }
         turn += 1;
         m.runs += 1;
-        let r = proc_info(&tools, if turn % 2 == 0 { "--xstats" } else { "--stats" });
+        let r = proc_info(
+            &tools,
+            if turn.is_multiple_of(2) {
+                "--xstats"
+            } else {
+                "--stats"
+            },
+        );
         if let Err(e) = r {
             eprintln!("soak: monitor: {e}");
             m.failures.push(e);
         }
     }
     m
+}
+
+/// testpmd's output from byte `from` on (without copying what came
+/// before: after thousands of resets the output is tens of megabytes).
+fn output_since(t: &Testpmd, from: usize) -> String {
+    t.wait_for_from(from, "", HANG).unwrap_or_default()
+}
+
+/// The length of testpmd's output now; `known` is a length it had before
+/// (outputs only grow), updated.
+fn output_len(t: &Testpmd, known: &mut usize) -> usize {
+    *known += output_since(t, *known).len();
+    *known
 }
 
 /// Injects a fault the soak cannot go on without; panics with testpmd's
@@ -753,8 +773,7 @@ fn quiesce(t: &mut Testpmd, fwd: &mut Forwarder, reset: u64) -> Counters {
 
 /// The events of one reset's window (from its injection to the next
 /// step): exactly ERR_RECOVERING then RECOVERY_SUCCESS on each port.
-fn check_window(out: &str, from: usize, reset: u64, deviations: &mut Vec<String>) {
-    let w = out.get(from..).unwrap_or("");
+fn check_window(w: &str, reset: u64, deviations: &mut Vec<String>) {
     for port in 0..2u16 {
         let seq = events(w, port);
         if seq != ["R", "S"] {
@@ -1013,6 +1032,28 @@ fn app_mbufs(t: &mut Testpmd) -> u64 {
         .sum()
 }
 
+/// The size in bytes of the emulator's `counters` reply now (JSON text,
+/// read raw from its control socket), and the highest live queue id: the
+/// reply is built on the emulator's control thread in the primary, its
+/// largest allocation; a malloc arena holds its high-water.
+fn counters_reply(t: &Testpmd) -> (usize, u32) {
+    use std::io::{BufRead, Write};
+    let len = (|| -> std::io::Result<usize> {
+        let path = t.socket().map_err(std::io::Error::other)?;
+        let mut s = std::os::unix::net::UnixStream::connect(path)?;
+        s.set_read_timeout(Some(HANG))?;
+        s.write_all(b"{\"cmd\":\"counters\"}\n")?;
+        let mut line = Vec::new();
+        std::io::BufReader::new(s).read_until(b'\n', &mut line)?;
+        Ok(line.len())
+    })()
+    .unwrap_or(0);
+    let id = t
+        .device_state()
+        .map_or(0, |s| s.wqs.iter().map(|w| w.id).max().unwrap_or(0));
+    (len, id)
+}
+
 /// Prints the memory of every process now and what grew since `last`
 /// (reset, primary's memory, DPDK heap), then makes now the new `last`.
 fn report_memory(t: &mut Testpmd, fwd: &Forwarder, i: u64, last: &mut (u64, Mem, Option<u64>)) {
@@ -1026,6 +1067,10 @@ fn report_memory(t: &mut Testpmd, fwd: &Forwarder, i: u64, last: &mut (u64, Mem,
         heap.map_or("?".into(), |h| h.to_string()),
         heap.unwrap_or(0) as i64 - last.2.unwrap_or(0) as i64,
         by_kind(&now.maps)
+    );
+    let (reply, id) = counters_reply(t);
+    eprintln!(
+        "soak: memory at reset {i}: the emulator's counters reply is {reply} bytes; highest live queue id {id}"
     );
     print_growth(
         &format!("primary, resets {}..{i}", last.0),
@@ -1150,6 +1195,8 @@ fn soak() {
     // DPDK's heap growth over the secondary's restarts and the mixed hot
     // plug cycles (each with the secondary's restart after it), in KiB.
     let (mut heap_restarts, mut heap_hotplug) = (0i64, 0i64);
+    let mut out_len = 0;
+    let (mut longest_recovery, mut longest_held) = (0f64, 0f64);
     let t0 = Instant::now();
     for i in 1..=resets {
         if seconds > 0 && t0.elapsed() >= Duration::from_secs(seconds) {
@@ -1157,11 +1204,11 @@ fn soak() {
         }
         std::thread::sleep(Duration::from_millis(rng.range(10, 300)));
         if let Some((from, r)) = window.take() {
-            check_window(&t.output(), from, r, &mut deviations);
+            check_window(&output_since(&t, from), r, &mut deviations);
         }
         if mix.lie_rate > 0 && rng.roll(mix.lie_rate) {
             lie_episodes += 1;
-            let at = t.output().len();
+            let at = output_len(&t, &mut out_len);
             match lie_episode(&t, &mut fwd, rng.next(), lie_episodes) {
                 Ok(told) => {
                     for (k, v) in told {
@@ -1223,7 +1270,7 @@ fn soak() {
                 deviations.push(e);
             }
         }
-        let reset_at = t.output().len();
+        let reset_at = output_len(&t, &mut out_len);
         last_reset_at = reset_at;
         recovering.store(true, Ordering::Relaxed);
         let down_ms = rng.range(10, 200);
@@ -1261,12 +1308,20 @@ fn soak() {
         }
         let deadline = Instant::now() + HANG;
         loop {
-            let out = t.output();
-            let w = out.get(reset_at..).unwrap_or("");
+            let w = output_since(&t, reset_at);
             let done =
                 (0..2).all(|p| w.contains(&format!("Port {p}: error recovery successful event")));
             if done {
                 recovered += 1;
+                // How long the driver took; a recovery held open for a
+                // secondary's restart is as long as the soak held it.
+                let ms = longest_recovery_ms(&w);
+                let longest = if in_recovery {
+                    &mut longest_held
+                } else {
+                    &mut longest_recovery
+                };
+                *longest = longest.max(ms);
                 break;
             }
             if Instant::now() > deadline {
@@ -1329,7 +1384,7 @@ fn soak() {
         }
     }
     if let Some((from, r)) = window.take() {
-        check_window(&t.output(), from, r, &mut deviations);
+        check_window(&output_since(&t, from), r, &mut deviations);
     }
     // Traffic flows again after the last reset.
     let before = t.device_counters().unwrap();
@@ -1421,12 +1476,12 @@ fn soak() {
     let mut line = format!(
         "soak: {injected} resets, {recovered} recovered, {} deviations, {leaked} mbufs leaked, rss {rss_start} -> {rss_end} KiB, longest recovery {:.0} ms",
         deviations.len(),
-        longest_recovery_ms(&out)
+        longest_recovery
     );
     if mp {
         let (lived, r0, r1) = fwd.longest;
         line += &format!(
-            "; forwarding secondary: {}/{} resets recovered, {} restarts ({} during recoveries), rss {r0} -> {r1} KiB over its longest life ({lived} resets), {remap_retries} doorbell hand-over retries",
+            "; forwarding secondary: {}/{} resets recovered, {} restarts ({} during recoveries, held open up to {longest_held:.0} ms), rss {r0} -> {r1} KiB over its longest life ({lived} resets), {remap_retries} doorbell hand-over retries",
             fwd.recovered, fwd.lived, fwd.restarts, fwd.restarts_in_recovery
         );
     }
