@@ -1135,7 +1135,9 @@ fn soak() {
     let mix = Mix::from_env();
     let mp = mix.secondaries > 0;
     let mut rng = Rng(env_u64("SOAK_SEED", 0x5eed_1234_abcd).max(1));
-    let _pages = mp.then(|| Hugepages::reserve(512).expect("hugepages for the secondaries"));
+    // 2 GiB: every secondary testpmd start keeps 6.4 MB of DPDK's heap
+    // for good (testpmd's port array; doc/reliability.md).
+    let _pages = mp.then(|| Hugepages::reserve(1024).expect("hugepages for the secondaries"));
     let env = EmuEnv::new("soak", pair()).unwrap();
     let prefix = format!("soak-{}", std::process::id());
     let mut t = primary(&env, mp.then_some(prefix.as_str()));
