@@ -909,13 +909,31 @@ def fn_cycles(r, mode):
     return None if None in v else sum(v)
 
 
-def native_part(runs, window, ring, modes, doorbell="poll"):
-    out = {"runs": runs, "window": window, "ring": ring, "doorbell": doorbell, "modes": {}}
+def load1():
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def settle_load(limit, deadline_s=600):
+    """Waits until the 1-minute load average is at most `limit` (a third of
+    --native-quiet: the pair's own two busy threads add about 0.35 to it)
+    and returns it; at the deadline returns what it is, and the pair will
+    be dropped if it ends above the quiet limit."""
+    t0 = time.monotonic()
+    while load1() > limit and time.monotonic() - t0 < deadline_s:
+        time.sleep(5)
+    return load1()
+
+
+def native_part(runs, window, ring, modes, doorbell="poll", quiet=None):
+    out = {"runs": runs, "window": window, "ring": ring, "doorbell": doorbell, "modes": {},
+           "quiet": quiet}
     for mode in modes:
         pairs = []
         for i in range(runs):
             order = ("rust", "c") if i % 2 == 0 else ("c", "rust")
             r = {}
+            if quiet is not None:
+                r["load_before"] = settle_load(quiet / 3)
             for d in order:
                 x = native_run(d, mode, window, ring, doorbell)
                 x["fn_cycles"] = fn_cycles(x, mode)
@@ -932,15 +950,22 @@ def native_part(runs, window, ring, modes, doorbell="poll"):
             r["order"] = "ours, C" if order[0] == "rust" else "C, ours"
             r["ratio"] = ratio(r["rust"]["cycles_per_packet"], r["c"]["cycles_per_packet"])
             r["fn_ratio"] = ratio(r["rust"]["fn_cycles"], r["c"]["fn_cycles"])
+            if quiet is not None:
+                r["load_after"] = load1()
+                r["dropped"] = max(r["load_before"], r["load_after"]) > quiet
+                log(f"native: {mode} pair {i + 1}: load {r['load_before']:.2f} before, "
+                    f"{r['load_after']:.2f} after{' (dropped: above ' + str(quiet) + ')' if r['dropped'] else ''}")
             pairs.append(r)
+        kept = [p for p in pairs if not p.get("dropped")]
         out["modes"][mode] = {
             "pairs": pairs,
-            "median_ratio": med([p["ratio"] for p in pairs]),
-            "median_rust": med([p["rust"]["cycles_per_packet"] for p in pairs]),
-            "median_c": med([p["c"]["cycles_per_packet"] for p in pairs]),
-            "median_fn_ratio": med([p["fn_ratio"] for p in pairs]),
-            "median_fn_rust": med([p["rust"]["fn_cycles"] for p in pairs]),
-            "median_fn_c": med([p["c"]["fn_cycles"] for p in pairs]),
+            "kept": len(kept),
+            "median_ratio": med([p["ratio"] for p in kept]),
+            "median_rust": med([p["rust"]["cycles_per_packet"] for p in kept]),
+            "median_c": med([p["c"]["cycles_per_packet"] for p in kept]),
+            "median_fn_ratio": med([p["fn_ratio"] for p in kept]),
+            "median_fn_rust": med([p["rust"]["fn_cycles"] for p in kept]),
+            "median_fn_c": med([p["c"]["fn_cycles"] for p in kept]),
         }
     return out
 
@@ -964,7 +989,11 @@ def render_native(n, results):
              f"{'polled' if n.get('doorbell', 'poll') == 'poll' else 'trapped'} doorbells), 1 queue each, burst {BURST}, 64-byte frames, {n['ring']} "
              f"descriptors per ring, `--record-core-cycles --record-burst-stats`; "
              f"{n['window']} s measured after a 1 s warm-up; {n['runs']} pairs per mode, the "
-             "drivers alternated A/B (see Method). **testpmd**: its CPU cycles/packet of the "
+             "drivers alternated A/B (see Method)"
+             + (f"; quiet core: before each pair the 1-minute load average fell to "
+                f"{n['quiet'] / 3:.2f} or below, pairs above {n['quiet']} before or after are "
+                "dropped from the medians" if n.get("quiet") is not None else "")
+             + ". **testpmd**: its CPU cycles/packet of the "
              "measured window (forwarding-loop iterations that moved packets, testpmd's own "
              "work included). **burst fns**: TSC cycles inside the drivers' rx/tx burst "
              "functions per packet, full bursts only, calls longer than "
@@ -985,6 +1014,12 @@ def render_native(n, results):
     def pre(x):
         t = x["burst_timing"]
         return t["rx"]["preempted"] + t["tx"]["preempted"]
+
+    def loads(r, a, b):
+        if "load_before" not in r:
+            return f"{a['loadavg']}, {b['loadavg']}"
+        d = " **dropped**" if r["dropped"] else ""
+        return f"{r['load_before']:.2f} before, {r['load_after']:.2f} after{d}"
     for mode, m in n["modes"].items():
         for i, r in enumerate(m["pairs"]):
             a, b = r["rust"], r["c"]
@@ -993,7 +1028,7 @@ def render_native(n, results):
                      f"{fmt(a['fn_cycles'])} | {fmt(b['fn_cycles'])} | {fmt(r['fn_ratio'], 2)} | "
                      f"{fmt(a['pkts_per_rx_call'], 2)}, {fmt(b['pkts_per_rx_call'], 2)} | "
                      f"{full(a, mode)}, {full(b, mode)} | {pre(a)}, {pre(b)} | "
-                     f"{a['mpps']:.2f}, {b['mpps']:.2f} | {a['loadavg']}, {b['loadavg']} |")
+                     f"{a['mpps']:.2f}, {b['mpps']:.2f} | {loads(r, a, b)} |")
         L.append(f"| **{mode} median** | | | **{fmt(m['median_rust'])}** | "
                  f"**{fmt(m['median_c'])}** | **{fmt(m['median_ratio'], 2)}** | "
                  f"**{fmt(m['median_fn_rust'])}** | **{fmt(m['median_fn_c'])}** | "
@@ -1332,6 +1367,10 @@ def main():
     ap.add_argument("--native-runs", type=int, default=5,
                     help="A/B pairs per mode against the saturating device (0: skip)")
     ap.add_argument("--native-window", type=float, default=3.0)
+    ap.add_argument("--native-quiet", type=float, default=None,
+                    help="quiet-core pairs: wait for the 1-minute load average to fall to a "
+                         "third of this before each pair, record it before and after, drop "
+                         "pairs above it from the medians")
     ap.add_argument("--native-ring", type=int, default=1024, help="descriptors per ring")
     ap.add_argument("--native-modes", default=",".join(NATIVE_MODES))
     ap.add_argument("--native-doorbell", default="poll", choices=("poll", "trap"),
@@ -1439,7 +1478,8 @@ def main():
     # Another release (--dpdk) is compared by its callgrind rows only.
     if a.native_runs > 0 and not a.dpdk and set(drivers) >= {"rust", "c"}:
         results["native"] = native_part(a.native_runs, a.native_window, a.native_ring,
-                                        a.native_modes.split(","), a.native_doorbell)
+                                        a.native_modes.split(","), a.native_doorbell,
+                                        a.native_quiet)
     results["elapsed_min"] = (time.monotonic() - t_start) / 60
     if a.dpdk:
         report_version(a, results)

@@ -7,8 +7,8 @@
 # skips it). Expects scripts/setup.sh to have run.
 #
 # Busy machines: after the normal pass, the timing-sensitive test files
-# (netvsc, failover, reset, robustness, multi_process, soak and the guest
-# tier) run again beside a CPU hog on every core (stress-ng --cpu N at
+# (netvsc, symmetric_mp, failover, reset, robustness, multi_process, soak
+# and the guest tier) run again beside a CPU hog on every core (stress-ng --cpu N at
 # normal priority), as on a machine shared with other work; then one
 # callgrind row of the benchmark (benches/run.sh --smoke), so it cannot
 # silently break. NET_MANA_BUSY_PASS=0 skips that pass. `--busy` (or
@@ -69,8 +69,8 @@ cargo test --workspace --locked -- --test-threads=1
 # --busy mode, where the pass above was the busy one).
 if [ "$busy" != 1 ] && [ "${NET_MANA_BUSY_PASS:-1}" != 0 ]; then
     hog_start
-    cargo test --locked -p net_mana --test netvsc --test failover --test reset \
-        --test robustness --test multi_process --test soak -- --test-threads=1
+    cargo test --locked -p net_mana --test netvsc --test symmetric_mp --test failover \
+        --test reset --test robustness --test multi_process --test soak -- --test-threads=1
     # The 6.12 boot only (the quiet pass above runs the others). Under the
     # hog the 7.3 boot once failed on "Failed to fence RQ 3: -110": the
     # device answered a service reset's teardown late, against the

@@ -81,6 +81,32 @@ const LISA: Setup = Setup {
     sizes: &[60, 1514, 8871, 8872, 8873, 8996],
 };
 
+/// DPDK's own test suite, `TestSuite_buffer_scatter.py`: testpmd's mac
+/// engine with `--mbuf-size=2048` (1,920 bytes of data room) and
+/// `--max-pkt-len=9000`, frames of the mbuf size plus -1, 0, 1, 4 and 5
+/// bytes counted with the FCS (so 4 bytes less on our wire), without and
+/// with `--enable-scatter` (`scatter_mbuf_2048`,
+/// `scatter_mbuf_2048_with_offload`). Both ways every WQE holds five
+/// buffers: the MTU 8982 frame (9,000 bytes) and the largest (9,018) need 5.
+const DTS: Setup = Setup {
+    name: "dts",
+    args: &["--mbuf-size=2048", "--max-pkt-len=9000", "--mbcache=200"],
+    mtu: 8982,
+    segs: 5,
+    sizes: &[2043, 2044, 2045, 2048, 2049],
+};
+
+const DTS_OFFLOAD: Setup = Setup {
+    name: "dts-offload",
+    args: &[
+        "--mbuf-size=2048",
+        "--max-pkt-len=9000",
+        "--mbcache=200",
+        "--enable-scatter",
+    ],
+    ..DTS
+};
+
 /// testpmd forwards (`mode`) what port A receives to port B, whose wire is
 /// a pcap file.
 fn forward(setup: &Setup, mode: &str) {
@@ -221,6 +247,16 @@ fn lisa_mbuf_size_9000_macswap() {
 #[test]
 fn lisa_mbuf_size_9000_rxonly() {
     forward(&LISA, "rxonly");
+}
+
+#[test]
+fn dts_buffer_scatter_mbuf_2048() {
+    forward(&DTS, "mac");
+}
+
+#[test]
+fn dts_buffer_scatter_mbuf_2048_with_offload() {
+    forward(&DTS_OFFLOAD, "mac");
 }
 
 /// Completions that claim more bytes than the WQE's five buffers hold are
