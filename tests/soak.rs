@@ -20,8 +20,8 @@
 //!   forwards (`flowgen`) on queue 1 of both ports while the primary
 //!   forwards on queue 0 (hugepage memory then, which multi-process
 //!   needs); it is restarted now and then (`SOAK_RESTART_RATE` per 1000
-//!   resets, default 100; `scripts/soak.sh`: 20), half of the restarts while the primary
-//!   recovers. With 2, a monitor too: `dpdk-proc-info --stats` and
+//!   resets, default 100; `scripts/soak.sh`'s default 20), half of the
+//!   restarts while the primary recovers. With 2, a monitor too: `dpdk-proc-info --stats` and
 //!   `--xstats` taking turns, a new process every 0.5-3 s, whatever the
 //!   primary is doing (some start during recoveries), paused only around
 //!   hot plug. (No `dpdk-dumpcap` capture: against Debian's testpmd it
