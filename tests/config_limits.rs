@@ -397,3 +397,246 @@ fn interface_left_up_is_named_under_either_kernel() {
         t.quit().unwrap();
     }
 }
+
+/// A stack the guest tier ran (`emu-pci/README.md`, fidelity record) as
+/// the emulator's `[limits] profile` models it, and what our PMD must make
+/// of it.
+struct Stack {
+    profile: &'static str,
+    /// rdma-core 44's libmana refuses CQs deeper than 256 entries; 56.1's
+    /// and 65's take the device's 2048.
+    max_desc: u64,
+    /// 6.12's `mana_ib` reports the adapter's 64 QPs; 7.x's Ethernet device
+    /// 128 (half the device's WQs); our RSS table takes 64 receive queues.
+    max_rxq: u64,
+    max_txq: u64,
+    /// The IB device our PMD must take: 6.12's only one, or 7.x's Ethernet
+    /// one beside the RNIC `mana_0`.
+    eth: &'static str,
+}
+
+const STACKS: [Stack; 4] = [
+    Stack {
+        profile: "linux-6.12+rdma-core-44",
+        max_desc: 256,
+        max_rxq: 64,
+        max_txq: 64,
+        eth: "mana_0",
+    },
+    Stack {
+        profile: "linux-6.12+rdma-core-56",
+        max_desc: 2048,
+        max_rxq: 64,
+        max_txq: 64,
+        eth: "mana_0",
+    },
+    Stack {
+        profile: "linux-7+rdma-core-56",
+        max_desc: 2048,
+        max_rxq: 64,
+        max_txq: 128,
+        eth: "manae_0",
+    },
+    Stack {
+        profile: "linux-7+rdma-core-65",
+        max_desc: 2048,
+        max_rxq: 64,
+        max_txq: 128,
+        eth: "manae_0",
+    },
+];
+
+const INFO: &str = "--log-level=pmd.net.mana.*:info";
+
+/// Each stack's limits as our PMD reports them, and traffic at them: the
+/// deepest rings with one queue pair, then 4 receive queues and every
+/// transmit queue; one more queue or a deeper ring is refused from our
+/// dev_info. The probe names the IB device it took.
+#[test]
+fn each_stack_profile_reports_its_limits_and_forwards_at_them() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    for s in &STACKS {
+        let limits = format!("profile = \"{}\"", s.profile);
+        let env = EmuEnv::new(
+            &format!("rs-stack-{}", s.profile.replace('+', "-")),
+            two_ports("", &limits),
+        )
+        .unwrap();
+        let mut t = spawn_with(
+            &env,
+            &[],
+            &[INFO],
+            &[
+                "--rxd=64",
+                "--txd=64",
+                "--forward-mode=io",
+                "--total-num-mbufs=16384",
+            ],
+        );
+        assert_has(
+            &t.output(),
+            &format!("net_mana: {PCI}: probed 2 port(s) of RDMA device {}", s.eth),
+        );
+        let info = cmd(&mut t, "show port info 0");
+        for line in [
+            format!("Max possible RX queues: {}", s.max_rxq),
+            format!("Max possible TX queues: {}", s.max_txq),
+            format!("Max possible number of RXDs per queue: {}", s.max_desc),
+            format!("Max possible number of TXDs per queue: {}", s.max_desc),
+        ] {
+            assert_has(&info, &line);
+        }
+        let d = s.max_desc;
+        let o = set_desc(&mut t, d, d);
+        assert!(!o.contains("Fail"), "{}: {d} descriptors: {o}", s.profile);
+        assert_eq!(mbufs_in_use(&mut t), 2 * d, "{}", s.profile);
+        io_round(&mut t, &udp_frames(MAC_A, 300, 1), 1, 1, d as usize / 2);
+        refused_by_limits(&mut t, d);
+
+        let o = set_desc(&mut t, 64, 64);
+        assert!(!o.contains("Fail"), "{o}");
+        let txq = s.max_txq as usize;
+        let o = set_queues(&mut t, 4, txq);
+        assert!(!o.contains("Fail"), "{}: 4/{txq} queues: {o}", s.profile);
+        let dev = t.device_counters().unwrap();
+        assert_eq!(live_queue_packets(&dev, "sq", MAC_B).len(), txq);
+        io_round(&mut t, &udp_frames(MAC_A, 600, 3), 4, txq, 32);
+        cmd(&mut t, "port stop all");
+        let o = cmd(&mut t, &format!("port config all rxq {}", s.max_rxq + 1));
+        assert_has(
+            &o,
+            &format!(
+                "Fail: input rxq ({}) can't be greater than max_rx_queues ({}) of port 0",
+                s.max_rxq + 1,
+                s.max_rxq
+            ),
+        );
+        let o = cmd(&mut t, &format!("port config all txq {}", s.max_txq + 1));
+        assert_has(
+            &o,
+            &format!(
+                "Fail: input txq ({}) can't be greater than max_tx_queues ({}) of port 0",
+                s.max_txq + 1,
+                s.max_txq
+            ),
+        );
+        t.quit().unwrap();
+    }
+}
+
+/// The kernel's interface left up under each stack: the raw QP is refused
+/// with that kernel's errno (6.12: ENODEV, 7.x: EBUSY), and our PMD gives
+/// seed 001's advice for both; the other port starts.
+#[test]
+fn each_stack_profile_refuses_a_busy_vport_with_its_errno() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    for s in &STACKS {
+        let mut a = PortDef::sink(MAC_A);
+        a.extra = "kernel_if_up = true".into();
+        let cfg = config(
+            "",
+            &format!("profile = \"{}\"", s.profile),
+            &[(PCI, vec![a, PortDef::sink(MAC_B)])],
+        );
+        let errno = cfg.limits.vport_busy_errno;
+        let want = if s.profile.starts_with("linux-6.12") {
+            libc::ENODEV
+        } else {
+            libc::EBUSY
+        };
+        assert_eq!(errno, want, "{}", s.profile);
+        let env = EmuEnv::new(&format!("rs-busy-{}", s.profile.replace('+', "-")), cfg).unwrap();
+        let mut t = spawn(&env, &["--disable-device-start"]);
+        let o = cmd(&mut t, "port start 0");
+        assert_has(&o, "Fail to start port 0");
+        assert_has(
+            &t.output(),
+            &format!("{NAME}: start failed: tx queue 0: the kernel still uses port {MAC_A} (eth1): run 'ip link set eth1 down' before starting DPDK"),
+        );
+        // Port B, whose netdev is down, starts.
+        let o = cmd(&mut t, "port start 1");
+        assert!(!o.contains("Fail"), "{}: {o}", s.profile);
+        t.quit().unwrap();
+    }
+}
+
+/// 7.x gives the function two IB devices: the Ethernet one (`manae_0`,
+/// raw packet QPs, DPDK's) and the RNIC (`mana_0`, vendor_part_id 3).
+/// Whichever libibverbs lists first, the probe takes `manae_0`, says why
+/// it skipped the RNIC, forwards, and after a service reset reopens
+/// `manae_0`, not the RNIC. If neither is the Ethernet function, the probe
+/// names both devices it looked at.
+#[test]
+fn the_probe_takes_the_ethernet_device_beside_the_rnic_in_either_order() {
+    let _g = lock();
+    if skip() {
+        return;
+    }
+    let skipped = format!(
+        "net_mana: {PCI}: mana_0 is not the MANA Ethernet function (vendor_part_id 3); skipped"
+    );
+    for rnic_first in [false, true] {
+        let limits =
+            format!("profile = \"linux-7+rdma-core-65\"\nrnic_listed_first = {rnic_first}");
+        let env = EmuEnv::new(&format!("rs-rnic-{rnic_first}"), two_ports("", &limits)).unwrap();
+        let mut t = spawn_with(
+            &env,
+            &[],
+            &[INFO],
+            &["--rxd=256", "--txd=256", "--forward-mode=io"],
+        );
+        let out = t.output();
+        assert_has(
+            &out,
+            &format!("net_mana: {PCI}: probed 2 port(s) of RDMA device manae_0"),
+        );
+        // Looked at only when listed first: the probe stops at manae_0.
+        assert_eq!(out.contains(&skipped), rnic_first, "{out}");
+        io_round(&mut t, &udp_frames(MAC_A, 300, 2), 1, 1, 128);
+
+        t.fault(Fault::Reset {
+            pci: PCI.into(),
+            down_ms: None,
+            new_name: None,
+        })
+        .unwrap();
+        for port in ["port1", "port2"] {
+            let line = format!("net_mana: {PCI}_{port}: device is back as manae_0");
+            let t0 = std::time::Instant::now();
+            while !t.output().contains(&line) {
+                assert!(t0.elapsed() < DEADLINE, "no {line:?} in:\n{}", t.output());
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        for port in 0..2 {
+            let ev = format!("Port {port}: error recovery successful event");
+            let t0 = std::time::Instant::now();
+            while !t.output().contains(&ev) {
+                assert!(t0.elapsed() < DEADLINE, "no {ev:?} in:\n{}", t.output());
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        assert!(!t.output().contains("device is back as mana_0"));
+        io_round(&mut t, &udp_frames(MAC_A, 300, 4), 1, 1, 128);
+        t.quit().unwrap();
+    }
+
+    // Both devices claim the RNIC's part id: nothing to probe, and the
+    // error names what was looked at, in the list's order.
+    let limits = "profile = \"linux-7+rdma-core-65\"\nvendor_part_id = 3";
+    let env = EmuEnv::new("rs-rnic-only", two_ports("", limits)).unwrap();
+    let t = spawn_with(&env, &[], &[INFO], &["--forward-mode=io"]);
+    let out = t.output();
+    assert_has(
+        &out,
+        &format!("net_mana: {PCI}: no RDMA device of this function is the MANA Ethernet function (looked at manae_0 (vendor_part_id 3), mana_0 (vendor_part_id 3)); the kernel's mana_ib must offer one (vendor_part_id 2)"),
+    );
+    assert_has(&out, "No probed ethernet devices");
+    t.quit().unwrap();
+}

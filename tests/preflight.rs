@@ -17,11 +17,16 @@ const UUID: &str = "0e5ad57a-2b73-4b6e-9a1c-6f3c2a7d8e01";
 /// `MAC_B`) down; eth1 is enslaved to eth0, the netdev of a synthetic NIC
 /// on hv_netvsc.
 fn vm(name: &str) -> (EmuEnv, Roots) {
+    vm_with(name, "")
+}
+
+/// [`vm`] with a `[limits]` body (a kernel's profile).
+fn vm_with(name: &str, limits: &str) -> (EmuEnv, Roots) {
     let mut a = PortDef::sink(MAC_A);
     a.extra = "ifname = \"eth1\"\nkernel_if_up = true".into();
     let mut b = PortDef::sink(MAC_B);
     b.extra = "ifname = \"eth2\"".into();
-    let env = EmuEnv::new(name, single(vec![a, b])).unwrap();
+    let env = EmuEnv::new(name, config("", limits, &[(PCI, vec![a, b])])).unwrap();
     let sys = env.config.options.sysfs_root.clone();
     let proc = env.dir.join("proc");
     let mk = |p: &Path, s: &str| {
@@ -235,3 +240,52 @@ fn the_printed_eal_arguments_start_testpmd_with_our_pmd_on_the_port() {
 }
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// 7.x gives the function two RDMA devices, the Ethernet one DPDK uses
+/// (`manae_0`) and the RNIC (`mana_0`), which sort the other way round:
+/// the report names the Ethernet one as the function's RDMA device and
+/// the RNIC beside it. Under 6.12 there is one, `mana_0`.
+#[test]
+fn the_rdma_device_named_is_the_ethernet_one_beside_the_rnic() {
+    for (i, (limits, rdma, others)) in [
+        (
+            "profile = \"linux-7+rdma-core-65\"",
+            "manae_0",
+            vec!["mana_0"],
+        ),
+        (
+            "profile = \"linux-7+rdma-core-56\"\nrnic_listed_first = true",
+            "manae_0",
+            vec!["mana_0"],
+        ),
+        ("profile = \"linux-6.12+rdma-core-44\"", "mana_0", vec![]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (_env, roots) = vm_with(&format!("preflight-rnic{i}"), limits);
+        let r = inspect(&roots, &["eth2".to_string()]);
+        let f = &r.functions[0];
+        assert_eq!(f.rdma.as_deref(), Some(rdma), "{limits}");
+        assert_eq!(f.other_rdma, others, "{limits}");
+        let check = r
+            .checks
+            .iter()
+            .find(|c| c.name == format!("RDMA device of {PCI}"))
+            .unwrap();
+        assert!(check.ok);
+        assert_eq!(check.detail, rdma);
+        let beside = if others.is_empty() {
+            String::new()
+        } else {
+            format!(", beside {}", others.join(", "))
+        };
+        assert!(
+            r.render().contains(&format!(
+                "{PCI} (VF, driver mana, RDMA device {rdma}{beside})"
+            )),
+            "{}",
+            r.render()
+        );
+    }
+}

@@ -64,6 +64,7 @@ impl DeviceConfig {
                 numa_node: 0,
                 ib_name: None,
                 ib_name_after_reset: None,
+                rnic_name: None,
                 subsystem_vendor: 0x1414,
                 subsystem_device: 0x0001,
                 ports: vec![PortConfig {

@@ -5,8 +5,12 @@
 //! <root>/bus/pci/devices/<bdf>/{vendor,device,subsystem_*,class,numa_node,resource,uevent}
 //! <root>/bus/pci/devices/<bdf>/driver -> <root>/bus/pci/drivers/mana
 //! <root>/bus/pci/devices/<bdf>/net/<if>/{address,dev_port,flags,operstate,mtu,speed,carrier}
+//! <root>/bus/pci/devices/<bdf>/infiniband/<ibdev>/
 //! <root>/class/infiniband/<ibdev>/device -> <root>/bus/pci/devices/<bdf>
 //! ```
+//!
+//! Under a 7.x limits profile a function has two IB devices, `manae_<n>`
+//! (Ethernet) and `mana_<n>` (the RNIC), both pointing at the function.
 //!
 //! `net/<if>/mtu` is the kernel netdev's MTU, which a PMD sets by writing
 //! it (as on a VM, through `<ibdev_path>/device/net/<if>/mtu`). The device
@@ -155,18 +159,29 @@ pub fn set_netdev_link(
     Ok(())
 }
 
-/// Creates (or repairs) the IB device directory, pointing at the PCI dir.
+/// Creates (or repairs) the IB device directory, pointing at the PCI dir,
+/// and its entry in the function's `infiniband/` directory (where the
+/// kernel keeps the device; the class entry is a link to it there).
 pub fn ensure_ib(root: &Path, a: &AdapterConfig, name: &str) -> io::Result<()> {
     let dir = ib_dir(root, name);
     fs::create_dir_all(&dir)?;
     ensure_symlink(&dir.join("device"), &pci_dir(root, &a.pci))?;
     write_if_changed(&dir.join("node_type"), "1: CA\n")?;
     write_if_changed(&dir.join("hca_type"), "MANA\n")?;
+    fs::create_dir_all(pci_dir(root, &a.pci).join("infiniband").join(name))?;
     Ok(())
 }
 
-pub fn remove_ib(root: &Path, name: &str) {
+pub fn remove_ib(root: &Path, bdf: &str, name: &str) {
     let _ = fs::remove_dir_all(ib_dir(root, name));
+    let _ = fs::remove_dir_all(pci_dir(root, bdf).join("infiniband").join(name));
+}
+
+/// The IB devices of a function as configured: the Ethernet one, then the
+/// RNIC where there is one.
+pub fn ib_names(a: &AdapterConfig) -> Vec<String> {
+    let eth = a.ib_name.clone().unwrap_or_else(|| "mana_0".into());
+    std::iter::once(eth).chain(a.rnic_name.clone()).collect()
 }
 
 pub fn remove_pci(root: &Path, bdf: &str) {
@@ -189,7 +204,9 @@ pub fn create_all(cfg: &Config) -> io::Result<()> {
     for a in &cfg.adapters {
         let ups: Vec<bool> = a.ports.iter().map(|p| p.kernel_if_up).collect();
         ensure_pci(root, a, &ups)?;
-        ensure_ib(root, a, a.ib_name.as_deref().unwrap_or("mana_0"))?;
+        for name in ib_names(a) {
+            ensure_ib(root, a, &name)?;
+        }
     }
     if !cfg.netvsc.is_empty() {
         crate::vmbus::sysfs::create(root, &cfg.netvsc)?;

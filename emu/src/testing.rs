@@ -123,7 +123,7 @@ impl TestDevice {
         let (info, pd, pool, lkey) = {
             let mut st = self.emu.lock();
             let gen = st.adapters.get(adapter).map(|a| a.generation).unwrap_or(0);
-            let info = st.open_context(adapter, gen)?;
+            let info = st.open_context(adapter, gen, false)?;
             let pd = st.alloc_pd(info.handle)?;
             let pool = DmaBuf::new(8 << 20);
             let lkey = st.reg_mr(pd, pool.addr(), pool.len())?;

@@ -882,7 +882,7 @@ fn queue_limits_and_object_rules() {
     st.destroy_cq(cq).unwrap();
     drop(st);
     let mut m = two_sinks();
-    m.options.rdma_core = mana_emu::config::RdmaCoreLimits::Modern;
+    m.options.rdma_core = Some(mana_emu::config::RdmaCoreLimits::Modern);
     let dev2 = TestDevice::new("limits2", m);
     let ctx2 = dev2.open();
     assert!(

@@ -72,10 +72,17 @@ fn service_reset_fatal_event_dead_context_and_return() {
     assert!(t0.elapsed() >= Duration::from_millis(300));
     let v = dev.emu.lock().visible();
     assert_eq!(v.len(), 1);
-    let (ai, gen, name, pci, nports) = v[0].clone();
+    let l = &v[0];
     assert_eq!(
-        (ai, gen, name.as_str(), pci.as_str(), nports),
-        (0, 2, "manae_0", PCI, 2)
+        (
+            l.adapter,
+            l.generation,
+            l.name.as_str(),
+            l.pci.as_str(),
+            l.num_ports,
+            l.rnic
+        ),
+        (0, 2, "manae_0", PCI, 2, false)
     );
     let ib = root.join("class/infiniband/manae_0/device");
     let uevent = std::fs::read_to_string(ib.join("uevent")).unwrap();

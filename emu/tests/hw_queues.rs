@@ -78,6 +78,7 @@ fn config() -> Config {
             numa_node: 0,
             ib_name: None,
             ib_name_after_reset: None,
+            rnic_name: None,
             subsystem_vendor: 0x1414,
             subsystem_device: 1,
             ports: vec![PortConfig {

@@ -45,8 +45,12 @@ pub struct Function {
     pub kind: String,
     /// The kernel driver bound (`mana` expected).
     pub driver: Option<String>,
-    /// The RDMA device of the function (`mana_0`), from `mana_ib`.
+    /// The RDMA device of the function DPDK uses, from `mana_ib`: its
+    /// Ethernet one (`mana_0` up to 6.12, `manae_0` under 7.x).
     pub rdma: Option<String>,
+    /// The function's other RDMA devices: 7.x's RNIC (`mana_0`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_rdma: Vec<String>,
     pub ports: Vec<Netdev>,
 }
 
@@ -181,18 +185,22 @@ pub fn functions(roots: &Roots) -> Vec<Function> {
             continue;
         };
         let bdf = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let rdma = entries(&dir.join("infiniband"))
-            .first()
-            .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
-            .or_else(|| {
-                // The RDMA class's view (what the emulator's tree has).
-                entries(&roots.sys.join("class/infiniband"))
-                    .into_iter()
-                    .find(|ib| {
-                        fs::canonicalize(ib.join("device")).ok() == fs::canonicalize(&dir).ok()
-                    })
-                    .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
-            });
+        let name = |p: &PathBuf| Some(p.file_name()?.to_string_lossy().into_owned());
+        let mut rdma_devices: Vec<String> = entries(&dir.join("infiniband"))
+            .iter()
+            .filter_map(name)
+            .collect();
+        if rdma_devices.is_empty() {
+            // The RDMA class's view.
+            rdma_devices = entries(&roots.sys.join("class/infiniband"))
+                .iter()
+                .filter(|ib| {
+                    fs::canonicalize(ib.join("device")).ok() == fs::canonicalize(&dir).ok()
+                })
+                .filter_map(name)
+                .collect();
+        }
+        let (rdma, other_rdma) = ethernet_rdma_device(rdma_devices);
         let mut ports: Vec<Netdev> = entries(&dir.join("net"))
             .into_iter()
             .filter_map(|nd| {
@@ -223,10 +231,29 @@ pub fn functions(roots: &Roots) -> Vec<Function> {
             kind: kind.to_string(),
             driver: link_name(&dir.join("driver")),
             rdma,
+            other_rdma,
             ports,
         });
     }
     out
+}
+
+/// Which of a function's RDMA devices (sorted names) is its Ethernet one,
+/// and the others. 7.x's `mana_ib` gives a function two, named by their
+/// role (`mana_ib_probe`: `manae_<n>` for the Ethernet function DPDK uses,
+/// `mana_<n>` for the RNIC); earlier kernels one, `mana_<n>`, the Ethernet
+/// one. sysfs lists them in no useful order (kernfs hash order), and has
+/// nothing else that tells them apart without opening them.
+fn ethernet_rdma_device(mut names: Vec<String>) -> (Option<String>, Vec<String>) {
+    let eth = names
+        .iter()
+        .position(|n| n.starts_with("manae_"))
+        .unwrap_or(0);
+    if names.is_empty() {
+        return (None, names);
+    }
+    let rdma = names.remove(eth);
+    (Some(rdma), names)
 }
 
 pub fn synthetic_nics(roots: &Roots) -> Vec<SyntheticNic> {
@@ -574,8 +601,13 @@ impl Report {
             s += "  none\n";
         }
         for f in &self.functions {
+            let others = if f.other_rdma.is_empty() {
+                String::new()
+            } else {
+                format!(", beside {}", f.other_rdma.join(", "))
+            };
             s += &format!(
-                "  {} ({}, driver {}, RDMA device {})\n",
+                "  {} ({}, driver {}, RDMA device {}{others})\n",
                 f.bdf,
                 f.kind,
                 f.driver.as_deref().unwrap_or("none"),

@@ -30,7 +30,10 @@ impl Facts {
         verbs_devices: Vec<(String, Option<PciAddr>)>,
     ) -> Facts {
         let module = |m: &str| Path::new("/sys/module").join(m).exists();
-        let kernel_ib_devices =
+        // sysfs lists a function's RDMA devices (two under 7.x) in kernfs
+        // hash order, which changes from boot to boot: sorted, the message
+        // does not.
+        let mut kernel_ib_devices: Vec<String> =
             std::fs::read_dir(pci_sysfs.join(pci.to_string()).join("infiniband"))
                 .map(|d| {
                     d.flatten()
@@ -38,6 +41,7 @@ impl Facts {
                         .collect()
                 })
                 .unwrap_or_default();
+        kernel_ib_devices.sort();
         Facts {
             kernel_release: kernel_release(),
             mana_loaded: module("mana"),

@@ -190,8 +190,10 @@ impl PortDef {
 /// (PCI address and ports).
 pub fn config(options: &str, limits: &str, adapters: &[(&str, Vec<PortDef>)]) -> Config {
     let mut t = format!("[options]\n{options}\n[limits]\n{limits}\n");
-    for (i, (pci, ports)) in adapters.iter().enumerate() {
-        t += &format!("[[adapter]]\npci = \"{pci}\"\nib_name = \"mana_{i}\"\n");
+    // IB names as the kernel of the limits profile gives them (`mana_<i>`,
+    // or `manae_<i>` beside the RNIC `mana_<i>` under 7.x).
+    for (pci, ports) in adapters {
+        t += &format!("[[adapter]]\npci = \"{pci}\"\n");
         for p in ports {
             t += &format!(
                 "[[adapter.port]]\nmac = \"{}\"\nbackend = {}\nlossless_rx = {}\n{}\n",

@@ -53,6 +53,10 @@ pub struct Stack {
     /// rdma-core 44's refuses CQs deeper than 256 entries (our PMD tries one
     /// at probe and falls back), 56's takes the device's `max_cqe` (2048).
     pub max_descriptors: u32,
+    /// The LD_PRELOAD emulator's `[limits] profile` that models what this
+    /// stack's kernel and rdma-core do differently (the fast tier's
+    /// `tests/config_limits.rs` runs our PMD under each).
+    pub emu_profile: &'static str,
     /// The scenarios `scripts/guest.sh --stack NAME` runs by default
     /// (`None`: all of [`super::scenarios::SCENARIOS`]).
     pub scenarios: Option<&'static [&'static str]>,
@@ -109,6 +113,7 @@ pub const STACKS: [Stack; 4] = [
         testpmd_dump: "dump_",
         max_queues: CAP_MAX_QP,
         max_descriptors: 256,
+        emu_profile: "linux-6.12+rdma-core-44",
         scenarios: None,
     },
     Stack {
@@ -123,6 +128,7 @@ pub const STACKS: [Stack; 4] = [
         testpmd_dump: "dump_",
         max_queues: CAP_MAX_QP,
         max_descriptors: 2048,
+        emu_profile: "linux-6.12+rdma-core-56",
         scenarios: Some(&USERSPACE_SCENARIOS),
     },
     Stack {
@@ -137,6 +143,7 @@ pub const STACKS: [Stack; 4] = [
         testpmd_dump: "dump_",
         max_queues: MAX_WQS / 2,
         max_descriptors: 2048,
+        emu_profile: "linux-7+rdma-core-56",
         scenarios: Some(&SEVEN_X_SCENARIOS),
     },
     Stack {
@@ -151,6 +158,7 @@ pub const STACKS: [Stack; 4] = [
         testpmd_dump: "dump ",
         max_queues: MAX_WQS / 2,
         max_descriptors: 2048,
+        emu_profile: "linux-7+rdma-core-65",
         scenarios: Some(&SEVEN_X_SCENARIOS),
     },
 ];
@@ -181,6 +189,25 @@ pub fn by_name(name: &str) -> Result<&'static Stack, String> {
 mod tests {
     use super::*;
     use crate::guest::scenarios::{OPT_IN_SCENARIOS, SCENARIOS};
+    use mana_emu::config::{Profile, RdmaCoreLimits};
+
+    /// The fast tier's profile of each stack reports what the guest tier
+    /// expects of it: queues and descriptors, and (7.x) two IB devices.
+    #[test]
+    fn each_stack_has_the_fast_tier_profile_of_its_limits() {
+        for s in &STACKS {
+            let p = Profile::try_from(s.emu_profile.to_string()).unwrap();
+            let l = p.limits();
+            assert_eq!(l.max_qp, s.max_queues, "{}", s.name);
+            let desc = match p.rdma_core_limits() {
+                RdmaCoreLimits::V44 => 256,
+                RdmaCoreLimits::Modern => l.max_cqe.min(l.max_qp_wr),
+            };
+            assert_eq!(desc, s.max_descriptors, "{}", s.name);
+            let seven = s.kernel != "kernel";
+            assert_eq!(l.ib_devices, if seven { 2 } else { 1 }, "{}", s.name);
+        }
+    }
 
     #[test]
     fn stacks_name_known_scenarios() {

@@ -217,13 +217,14 @@ fn run() -> Result<(), String> {
             mana_emu::sysfs::create_all(&cfg).map_err(|e| format!("sysfs: {e}"))?;
             println!("SYSFS_PCI_DEVICES={}", cfg.pci_devices_dir().display());
             for ad in &cfg.adapters {
-                let name = ad.ib_name.clone().unwrap_or_default();
-                println!(
-                    "{} {} {}",
-                    ad.pci,
-                    name,
-                    mana_emu::sysfs::ib_dir(&cfg.options.sysfs_root, &name).display()
-                );
+                for name in mana_emu::sysfs::ib_names(ad) {
+                    println!(
+                        "{} {} {}",
+                        ad.pci,
+                        name,
+                        mana_emu::sysfs::ib_dir(&cfg.options.sysfs_root, &name).display()
+                    );
+                }
             }
             Ok(())
         }
@@ -304,13 +305,18 @@ const EXAMPLE: &str = r#"# mana-emu configuration (MANA_EMU_CONFIG=<this file>)
 doorbell_mode = "trap"        # "trap" (exact, SIGSEGV) or "poll" (memfd, for secondaries)
 rx_coalesce = false           # CQE_RX_COALESCED_4 completions (DPDK 22.11 cannot parse them)
 rdma_core = "v44"             # "v44": CQ/SQ/RQ <= 256 entries (Debian bookworm); "modern"
+                              # (leave it out to take [limits] profile's)
 sysfs_root = "/tmp/mana-emu/sys"   # SYSFS_PCI_DEVICES=<sysfs_root>/bus/pci/devices
 run_dir = "/tmp/mana-emu/run"      # control sockets: mana-emu-<pid>.sock, mana-emu.sock
 counters_dump = "/tmp/mana-emu/counters.json"   # written at process exit
 reset_down_ms = 2000          # how long a reset hides the device
 bench = "off"                 # "saturate": queues kept saturated for benchmarks (emu/README.md)
 
-[limits]                      # ibv_query_device(_ex) attributes
+[limits]                      # ibv_query_device(_ex) attributes and kernel behaviour
+# profile = "linux-7+rdma-core-65"   # a measured stack (linux-<6.12|7>+rdma-core-<44|56|65>):
+#                                    # sets every field below and rdma_core; fields given override
+# ib_devices = 2              # 7.x: the Ethernet IB device manae_0 beside the RNIC mana_0
+# vport_busy_errno = 16       # a raw QP on a port whose netdev is up: EBUSY (7.x), 19 ENODEV (6.12)
 max_qp = 64
 max_qp_wr = 2048
 max_sge = 15
@@ -326,7 +332,7 @@ mac = "00:0d:3a:00:00:01"
 ifname = "eth1"
 backend = { kind = "pair", peer = "00:0d:3a:00:00:02" }
 mtu = 1500
-kernel_if_up = false          # true: RAW QP creation fails with EBUSY (manadv(7))
+kernel_if_up = false          # true: RAW QP creation fails (limits.vport_busy_errno)
 
 [[adapter.port]]
 mac = "00:0d:3a:00:00:02"

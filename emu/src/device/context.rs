@@ -15,6 +15,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 pub struct Ctx {
     pub adapter: usize,
     pub generation: u64,
+    /// Opened on the function's RNIC (7.x), not its Ethernet IB device.
+    pub rnic: bool,
     pub dead: bool,
     pub memfd: OwnedFd,
     pub(super) shm: Region,
@@ -38,6 +40,17 @@ pub(super) struct ClosedPage {
 /// (their stores are still ignored, but no longer counted).
 const CLOSED_PAGES_KEPT: usize = 256;
 
+/// One IB device as `ibv_get_device_list` lists it.
+pub struct Listed {
+    pub adapter: usize,
+    pub generation: u64,
+    pub name: String,
+    /// The function's RNIC (7.x), not its Ethernet device.
+    pub rnic: bool,
+    pub pci: String,
+    pub num_ports: u32,
+}
+
 /// What `open_context` hands to the verbs layer.
 pub struct CtxInfo {
     pub handle: u32,
@@ -56,30 +69,43 @@ impl State {
         Ok(c)
     }
 
-    /// Adapters currently listed by `ibv_get_device_list`:
-    /// (adapter index, generation, IB name, PCI address, number of ports).
-    pub fn visible(&self) -> Vec<(usize, u64, String, String, u32)> {
-        self.adapters
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| a.present && !a.removed)
-            .map(|(i, a)| {
-                (
-                    i,
-                    a.generation,
-                    a.ib_name.clone(),
-                    a.pci.clone(),
-                    a.ports.len() as u32,
-                )
-            })
-            .collect()
+    /// The IB devices `ibv_get_device_list` lists now, in its order: each
+    /// present adapter's Ethernet device and, with two per function, its
+    /// RNIC (after it, as 7.x registers them, or before it with
+    /// `limits.rnic_listed_first`).
+    pub fn visible(&self) -> Vec<Listed> {
+        let mut out = Vec::new();
+        for (i, a) in self.adapters.iter().enumerate() {
+            if !a.present || a.removed {
+                continue;
+            }
+            let dev = |name: &String, rnic| Listed {
+                adapter: i,
+                generation: a.generation,
+                name: name.clone(),
+                rnic,
+                pci: a.pci.clone(),
+                num_ports: a.ports.len() as u32,
+            };
+            let mut devs = vec![dev(&a.ib_name, false)];
+            if let Some(r) = &a.rnic_name {
+                let rnic = dev(r, true);
+                if self.limits.rnic_listed_first {
+                    devs.insert(0, rnic);
+                } else {
+                    devs.push(rnic);
+                }
+            }
+            out.extend(devs);
+        }
+        out
     }
 
     pub fn ibdev_path(&self, adapter: usize) -> std::path::PathBuf {
         crate::sysfs::ib_dir(&self.opts.sysfs_root, &self.adapters[adapter].ib_name)
     }
 
-    pub fn open_context(&mut self, adapter: usize, generation: u64) -> Res<CtxInfo> {
+    pub fn open_context(&mut self, adapter: usize, generation: u64, rnic: bool) -> Res<CtxInfo> {
         let a = self.adapters.get(adapter).ok_or(ENODEV)?;
         if !a.present || a.removed || a.generation != generation {
             return Err(ENODEV);
@@ -115,6 +141,7 @@ impl State {
             Ctx {
                 adapter,
                 generation,
+                rnic,
                 dead: false,
                 memfd,
                 shm,

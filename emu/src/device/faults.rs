@@ -272,7 +272,9 @@ impl State {
                 let root = self.opts.sysfs_root.clone();
                 let ad = &mut self.adapters[a];
                 ad.present = false;
-                crate::sysfs::remove_ib(&root, &ad.ib_name);
+                for name in ad.ib_names() {
+                    crate::sysfs::remove_ib(&root, &ad.pci, &name);
+                }
                 ad.back_at = Some(
                     Instant::now()
                         + Duration::from_millis(down_ms.unwrap_or(self.opts.reset_down_ms)),
@@ -297,7 +299,9 @@ impl State {
                 ad.present = false;
                 ad.removed = true;
                 ad.back_at = None;
-                crate::sysfs::remove_ib(&root, &ad.ib_name);
+                for name in ad.ib_names() {
+                    crate::sysfs::remove_ib(&root, &ad.pci, &name);
+                }
                 crate::sysfs::remove_pci(&root, &ad.pci);
                 let pci = ad.pci.clone();
                 self.vswitch.pci_event(&pci, crate::vmbus::VfEvent::Removed);
@@ -319,7 +323,9 @@ impl State {
                     .map(|&p| self.ports[p].kernel_if_up)
                     .collect();
                 let _ = crate::sysfs::ensure_pci(&self.opts.sysfs_root, acfg, &ups);
-                let _ = crate::sysfs::ensure_ib(&self.opts.sysfs_root, acfg, &ad.ib_name);
+                for name in ad.ib_names() {
+                    let _ = crate::sysfs::ensure_ib(&self.opts.sysfs_root, acfg, &name);
+                }
                 let pci = ad.pci.clone();
                 crate::uevent::pci_event("add", &pci);
                 self.vswitch.pci_event(&pci, crate::vmbus::VfEvent::Added);
@@ -408,7 +414,9 @@ impl State {
                         .map(|&p| self.ports[p].kernel_if_up)
                         .collect();
                     let _ = crate::sysfs::ensure_pci(&self.opts.sysfs_root, acfg, &ups);
-                    let _ = crate::sysfs::ensure_ib(&self.opts.sysfs_root, acfg, &a.ib_name);
+                    for name in a.ib_names() {
+                        let _ = crate::sysfs::ensure_ib(&self.opts.sysfs_root, acfg, &name);
+                    }
                     let _ = i;
                     did = true;
                 }

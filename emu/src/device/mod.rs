@@ -48,7 +48,7 @@ mod saturate;
 mod thread;
 mod tx;
 
-pub use context::{Ctx, CtxInfo};
+pub use context::{Ctx, CtxInfo, Listed};
 pub use counters::{
     AdapterState, Counters, CqState, DeviceCounters, DeviceState, PortCounters, PortReport,
     QueueCounters, QueueReport, WqState,
@@ -224,6 +224,7 @@ impl State {
                 removed: false,
                 generation: 1,
                 ib_name: a.ib_name.clone().unwrap_or_else(|| format!("mana_{ai}")),
+                rnic_name: a.rnic_name.clone(),
                 back_at: None,
                 next_name: None,
                 cfg_index: ai,

@@ -25,9 +25,20 @@ pub struct Adapter {
     pub removed: bool,
     pub generation: u64,
     pub ib_name: String,
+    /// The RNIC's IB device (7.x), listed beside `ib_name`.
+    pub rnic_name: Option<String>,
     pub(super) back_at: Option<Instant>,
     pub(super) next_name: Option<String>,
     pub(super) cfg_index: usize,
+}
+
+impl Adapter {
+    /// Its IB devices: the Ethernet one, then the RNIC where there is one.
+    pub fn ib_names(&self) -> Vec<String> {
+        std::iter::once(self.ib_name.clone())
+            .chain(self.rnic_name.clone())
+            .collect()
+    }
 }
 
 pub struct Port {
@@ -211,7 +222,7 @@ impl State {
     }
 
     fn queue_limit(&self) -> u32 {
-        match self.opts.rdma_core {
+        match self.opts.rdma_core() {
             RdmaCoreLimits::V44 => 256,
             RdmaCoreLimits::Modern => self.limits.max_qp_wr,
         }

@@ -57,7 +57,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     let d = unsafe { &*(device as *mut EmuDevice) };
     let info = {
         let mut st = d.sh.st.lock().unwrap();
-        match st.open_context(d.adapter, d.generation) {
+        match st.open_context(d.adapter, d.generation, d.rnic) {
             Ok(i) => i,
             Err(e) => return errno_null(e),
         }
@@ -146,7 +146,11 @@ fn eui64(mac: &[u8; 6]) -> u64 {
     ])
 }
 
-fn fill_device_attr(sh: &Shared, adapter: usize, a: &mut ibv_device_attr) {
+/// `vendor_part_id` of 7.x's RNIC IB device: the GDMA device type of the
+/// RDMA function (`GDMA_DEVICE_MANA_IB`).
+const RNIC_PART_ID: u32 = 3;
+
+fn fill_device_attr(sh: &Shared, adapter: usize, rnic: bool, a: &mut ibv_device_attr) {
     let l = &sh.cfg.limits;
     // As mana_ib fills them (read with ibv_devinfo in the guest tier): no
     // firmware version, no system image GUID, the node GUID is the EUI-64
@@ -162,7 +166,7 @@ fn fill_device_attr(sh: &Shared, adapter: usize, a: &mut ibv_device_attr) {
     a.max_mr_size = l.max_mr_size();
     a.page_size_cap = 0x3f_f000;
     a.vendor_id = l.vendor_id;
-    a.vendor_part_id = l.vendor_part_id;
+    a.vendor_part_id = if rnic { RNIC_PART_ID } else { l.vendor_part_id };
     a.hw_ver = 0;
     a.max_qp = l.max_qp as c_int;
     a.max_qp_wr = l.max_qp_wr as c_int;
@@ -177,7 +181,12 @@ fn fill_device_attr(sh: &Shared, adapter: usize, a: &mut ibv_device_attr) {
     a.max_ah = i32::MAX;
     a.max_pkeys = 1;
     a.local_ca_ack_delay = 16;
-    a.phys_port_cnt = sh.cfg.adapters[adapter].ports.len() as u8;
+    // 7.x's RNIC has one port; the Ethernet device one per vPort.
+    a.phys_port_cnt = if rnic {
+        1
+    } else {
+        sh.cfg.adapters[adapter].ports.len() as u8
+    };
 }
 
 #[no_mangle]
@@ -187,13 +196,13 @@ pub unsafe extern "C" fn ibv_query_device(
 ) -> c_int {
     // SAFETY: a context from ibv_open_device.
     let c = unsafe { ectx(context) };
-    let adapter = match c.sh.st.lock().unwrap().ctxs.get(&c.handle) {
-        Some(x) if !x.dead => x.adapter,
+    let (adapter, rnic) = match c.sh.st.lock().unwrap().ctxs.get(&c.handle) {
+        Some(x) if !x.dead => (x.adapter, x.rnic),
         _ => return libc::EIO,
     };
     // SAFETY: ibv_device_attr is plain data.
     let mut a: ibv_device_attr = unsafe { zeroed() };
-    fill_device_attr(&c.sh, adapter, &mut a);
+    fill_device_attr(&c.sh, adapter, rnic, &mut a);
     // SAFETY: caller-provided out struct.
     unsafe { *attr = a };
     0
@@ -211,14 +220,19 @@ unsafe extern "C" fn slot_query_device_ex(
     }
     // SAFETY: a context from ibv_open_device.
     let c = unsafe { ectx(context) };
-    let adapter = match c.sh.st.lock().unwrap().ctxs.get(&c.handle) {
-        Some(x) if !x.dead => x.adapter,
+    let (adapter, rnic) = match c.sh.st.lock().unwrap().ctxs.get(&c.handle) {
+        Some(x) if !x.dead => (x.adapter, x.rnic),
         _ => return libc::EIO,
     };
     // SAFETY: plain data.
     let mut a: ibv_device_attr_ex = unsafe { zeroed() };
-    fill_device_attr(&c.sh, adapter, &mut a.orig_attr);
-    a.raw_packet_caps = c.sh.cfg.limits.raw_packet_caps;
+    fill_device_attr(&c.sh, adapter, rnic, &mut a.orig_attr);
+    // Raw packet QPs are the Ethernet device's (DPDK's).
+    a.raw_packet_caps = if rnic {
+        0
+    } else {
+        c.sh.cfg.limits.raw_packet_caps
+    };
     a.phys_port_cnt_ex = u32::from(a.orig_attr.phys_port_cnt);
     let n = attr_size.min(size_of::<ibv_device_attr_ex>());
     // SAFETY: copying at most attr_size bytes into the caller's struct.

@@ -104,7 +104,7 @@ pub unsafe extern "C" fn ibv_create_cq(
         return errno_null(e);
     }
     let size = crate::device::cq_buffer_size(cqe);
-    let modern = c.sh.cfg.options.rdma_core == RdmaCoreLimits::Modern;
+    let modern = c.sh.cfg.options.rdma_core() == RdmaCoreLimits::Modern;
     let has_alloc = c.alloc.lock().unwrap().is_some();
     let (buf, internal) = if has_alloc {
         match alloc_buf(c, size) {

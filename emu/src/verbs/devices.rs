@@ -22,6 +22,8 @@ pub struct EmuDevice {
     pub(super) sh: Arc<Shared>,
     pub(super) adapter: usize,
     pub(super) generation: u64,
+    /// The function's RNIC (7.x), not its Ethernet IB device.
+    pub(super) rnic: bool,
     pub(super) guid: u64,
     /// References: `DEVICES` while present, each list, each open context.
     refs: AtomicUsize,
@@ -78,23 +80,30 @@ pub fn device_list_of(emu: &Emulator) -> Vec<*mut ibv_device> {
     let st = emu.lock();
     let vis = st.visible();
     let root = emu.config().options.sysfs_root.clone();
-    for (ai, _, name, _, _) in &vis {
-        let a = &emu.config().adapters[*ai];
+    for l in &vis {
+        let a = &emu.config().adapters[l.adapter];
         if !crate::sysfs::pci_dir(&root, &a.pci).join("uevent").exists()
-            || !crate::sysfs::ib_dir(&root, name).exists()
+            || !crate::sysfs::ib_dir(&root, &l.name).exists()
         {
             let _ = crate::sysfs::ensure_pci(&root, a, &[]);
-            let _ = crate::sysfs::ensure_ib(&root, a, name);
+            let _ = crate::sysfs::ensure_ib(&root, a, &l.name);
         }
     }
     let mut cache = DEVICES.lock().unwrap();
-    let listed: Vec<(usize, u64)> = vis.iter().map(|(ai, gen, ..)| (*ai, *gen)).collect();
+    let listed: Vec<(usize, u64, bool)> = vis
+        .iter()
+        .map(|l| (l.adapter, l.generation, l.rnic))
+        .collect();
     let mut out = Vec::new();
-    for (ai, gen, name, pci, _) in vis {
+    for l in vis {
+        let (ai, gen, name) = (l.adapter, l.generation, l.name);
         let found = cache.iter().copied().find(|&p| {
             // SAFETY: DEVICES holds live EmuDevice pointers (its reference).
             let d = unsafe { &*(p as *const EmuDevice) };
-            Arc::ptr_eq(&d.sh, &emu.sh) && d.adapter == ai && d.generation == gen
+            Arc::ptr_eq(&d.sh, &emu.sh)
+                && d.adapter == ai
+                && d.generation == gen
+                && d.rnic == l.rnic
         });
         let p = match found {
             Some(p) => p,
@@ -116,13 +125,14 @@ pub fn device_list_of(emu: &Emulator) -> Vec<*mut ibv_device> {
                     &mut dev.ibdev_path,
                     &root.join("class/infiniband").join(&name).to_string_lossy(),
                 );
-                let guid = 0x000d_3aff_fe00_0000u64 | (ai as u64) << 8 | gen;
-                let _ = pci;
+                let guid =
+                    0x000d_3aff_fe00_0000u64 | u64::from(l.rnic) << 16 | (ai as u64) << 8 | gen;
                 let b = Box::new(EmuDevice {
                     dev,
                     sh: emu.sh.clone(),
                     adapter: ai,
                     generation: gen,
+                    rnic: l.rnic,
                     guid,
                     refs: AtomicUsize::new(1),
                 });
@@ -141,7 +151,8 @@ pub fn device_list_of(emu: &Emulator) -> Vec<*mut ibv_device> {
     cache.retain(|&p| {
         // SAFETY: DEVICES holds live EmuDevice pointers (its reference).
         let d = unsafe { &*(p as *const EmuDevice) };
-        let present = !Arc::ptr_eq(&d.sh, &emu.sh) || listed.contains(&(d.adapter, d.generation));
+        let present =
+            !Arc::ptr_eq(&d.sh, &emu.sh) || listed.contains(&(d.adapter, d.generation, d.rnic));
         if !present {
             // SAFETY: DEVICES' own reference, dropped with the entry.
             unsafe { device_put(p as *mut ibv_device) };
@@ -219,5 +230,7 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
     // SAFETY: a device from our list.
-    unsafe { (*(device as *mut EmuDevice)).adapter as c_int }
+    let d = unsafe { &*(device as *mut EmuDevice) };
+    // Distinct for the RNIC beside an adapter's Ethernet device.
+    (d.adapter + if d.rnic { 0x100 } else { 0 }) as c_int
 }

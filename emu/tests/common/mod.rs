@@ -48,6 +48,7 @@ pub fn config(ports: Vec<PortConfig>) -> Config {
         numa_node: 0,
         ib_name: Some("mana_0".into()),
         ib_name_after_reset: None,
+        rnic_name: None,
         subsystem_vendor: 0x1414,
         subsystem_device: 1,
         ports,
