@@ -209,7 +209,7 @@ fetch_kernel() {
 fetch_kernel kernel '^6[.]12[.]'
 fetch_kernel kernel-backports 'bpo'
 # sid's (issue 21's `sid` stack): optional, see below.
-SID_HINT="the sid stack is not cached (scripts/guest.sh --stack sid fails saying so); if the mirror is a snapshot whose sid Release file expired, rerun with NET_MANA_APT_VALID_UNTIL=false"
+SID_HINT="the sid stack and the newest (sid's userspace) are not cached (scripts/guest.sh --stack sid or --stack newest fails saying so); if the mirror is a snapshot whose sid Release file expired, rerun with NET_MANA_APT_VALID_UNTIL=false"
 sid_ok=1
 # (In the background and waited for: a subshell whose status is tested
 # would run without set -e.)

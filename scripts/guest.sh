@@ -17,7 +17,9 @@
 # scenarios) or `trixie-bpo` (trixie's userspace on trixie-backports' 7.3:
 # the DPDK scenarios and the device-raised service reset) or `sid` (sid's
 # 7.2, rdma-core 65, DPDK 25.11 with its packaged C net/mana: the same
-# scenarios as trixie-bpo).
+# scenarios as trixie-bpo) or `newest` (the newest cached Debian kernel,
+# trixie-backports' 7.3 today, sid's rdma-core 65 and DPDK 26.07 as
+# scripts/dpdk.sh builds it, with its C net/mana: the same scenarios).
 # MANA_GUEST_STACK names it too. --matrix runs each stack (all, or the ones
 # named) in its own guest and prints one line per stack:
 #   stack <name>: <n> passed, <m> failed
@@ -32,7 +34,9 @@
 # the preflight scenario; otherwise they are built here: our PMD against the
 # stack's DPDK (bookworm's installed 22.11; for trixie the 24.11 release
 # scripts/dpdk.sh caches, the same ABI as trixie's 24.11.8, in
-# target/dpdk-matrix like scripts/matrix.sh).
+# target/dpdk-matrix like scripts/matrix.sh). MANA_GUEST_DPDK names the
+# DPDK install the `newest` stack runs in the guest instead of its
+# userspace's packages; otherwise it is `scripts/dpdk.sh 26.07`'s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,8 +46,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # The stacks and the DPDK series each one's PMD is built against.
-STACKS=(bookworm trixie trixie-bpo sid)
-declare -A STACK_DPDK=([bookworm]=22.11 [trixie]=24.11 [trixie-bpo]=24.11 [sid]=25.11)
+STACKS=(bookworm trixie trixie-bpo sid newest)
+declare -A STACK_DPDK=([bookworm]=22.11 [trixie]=24.11 [trixie-bpo]=24.11 [sid]=25.11 [newest]=26.07)
+# The stacks whose guest runs that build of DPDK instead of its packages
+# (Stack::dpdk_build).
+declare -A DPDK_IN_GUEST=([newest]=1)
 
 pass=() stack=${MANA_GUEST_STACK:-bookworm} matrix=0
 while [ $# -gt 0 ]; do
@@ -75,6 +82,12 @@ run_stack() {
     [ -n "$series" ] || { echo "guest.sh: unknown stack '$s' (known: ${STACKS[*]})" >&2; return 2; }
     (
         export MANA_GUEST_STACK=$s
+        # The DPDK the guest runs when it is scripts/dpdk.sh's build of the
+        # series, unless one is named.
+        if [ -n "${DPDK_IN_GUEST[$s]:-}" ] && [ -z "${MANA_GUEST_DPDK:-}" ]; then
+            MANA_GUEST_DPDK=$(scripts/dpdk.sh "$series") || { echo "guest.sh: scripts/dpdk.sh $series failed" >&2; exit 1; }
+            export MANA_GUEST_DPDK
+        fi
         # Our PMD for the dpdk-* scenarios (issue 14), unless one is named.
         if [ -z "${MANA_GUEST_PMD:-}" ]; then
             if [ "$series" = 22.11 ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: formatting and lints, unit and property tests, the layout
 # check against the C compiler, the dpdk-testpmd integration tests and the
-# guest tier on DPDK 22.11 (Debian's), the fuzz smoke run, the loom model
+# guest tier on DPDK 22.11 (Debian's; and its stacks `trixie` and `newest`,
+# emu-pci/tests/guest_tier.rs), the fuzz smoke run, the loom model
 # checks, then the same driver built and tested against DPDK 23.11, 24.11,
 # 25.11 and 26.07 and the meson builds (scripts/matrix.sh; NET_MANA_MATRIX=0
 # skips it). Expects scripts/setup.sh to have run.

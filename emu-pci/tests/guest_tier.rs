@@ -2,8 +2,10 @@
 //! driver in a QEMU guest, against our vfio-user MANA function) must print
 //! `ok` for every scenario: all of them under Debian trixie's 6.12 kernel,
 //! and the device-raised service reset under trixie-backports' kernel,
-//! whose `mana` handles it; and the DPDK scenarios on Debian trixie's
-//! userspace (rdma-core 56.1, DPDK 24.11 with its packaged C driver).
+//! whose `mana` handles it; the DPDK scenarios on Debian trixie's
+//! userspace (rdma-core 56.1, DPDK 24.11 with its packaged C driver); and
+//! on the `newest` stack (the newest Debian kernel, rdma-core 65, DPDK
+//! 26.07).
 //!
 //! Needs root (chroot, network namespaces): skipped otherwise. Needs the
 //! pieces `scripts/guest-setup.sh` caches: fails, saying so, without them.
@@ -47,7 +49,7 @@ fn run(stack_name: &str, kernel_dir: Option<&str>, scenarios: &[&str]) {
         None => cmd.env_remove("MANA_GUEST_KERNEL"),
     };
     let out = cmd.output().expect("run scripts/guest.sh");
-    let kernel_dir = kernel_dir.unwrap_or(stack.kernel);
+    let kernel_dir = kernel_dir.map_or_else(|| stack.kernel.to_string(), String::from);
     let text = String::from_utf8_lossy(&out.stdout);
     let err = String::from_utf8_lossy(&out.stderr);
     println!("{text}{err}");
@@ -82,6 +84,17 @@ fn guest_tier_backports_kernel() {
 #[test]
 fn guest_tier_trixie_stack() {
     run("trixie", None, &[]);
+}
+
+/// The newest of everything Debian and DPDK have: the newest Debian
+/// kernel (trixie-backports' 7.3 today; 7.x's two IB devices and its
+/// service-reset handler), sid's rdma-core 65 and glibc, and DPDK 26.07 as
+/// `scripts/dpdk.sh` builds it, with its own C `net/mana` and our PMD
+/// built against its headers (`scripts/guest.sh --stack newest` builds
+/// both). The DPDK scenarios and the device-raised service reset.
+#[test]
+fn guest_tier_newest_stack() {
+    run("newest", None, &[]);
 }
 
 /// The lying device through the real kernel (`dpdk-lying`, opt-in: longer

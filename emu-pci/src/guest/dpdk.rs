@@ -30,7 +30,7 @@ impl Pmd {
         match (self, stack.c_driver) {
             (Pmd::Rust, _) => super::vm::GUEST_PMD,
             (Pmd::C, CDriver::Built) => super::vm::GUEST_C_PMD,
-            (Pmd::C, CDriver::Packaged(path)) => path,
+            (Pmd::C, CDriver::Packaged(path) | CDriver::Release(path)) => path,
         }
     }
 
@@ -48,6 +48,9 @@ impl Pmd {
             (Pmd::C, CDriver::Built) => format!("DPDK {}'s C net/mana", stack.dpdk),
             (Pmd::C, CDriver::Packaged(_)) => {
                 format!("{}'s packaged DPDK {} C net/mana", stack.name, stack.dpdk)
+            }
+            (Pmd::C, CDriver::Release(_)) => {
+                format!("DPDK {}'s C net/mana (scripts/dpdk.sh's build)", stack.dpdk)
             }
         }
     }
@@ -80,7 +83,8 @@ pub(super) fn testpmd_cmd(stack: &Stack, pmd: Pmd, eal: &str, args: &str) -> Str
 /// hugepages.
 pub(super) const NO_HUGE: &str = "--no-huge -m 128 -l 0-1";
 
-/// The DPDK program `prog` (in /usr/local/bin) of `stack` with `pmd`, EAL
+/// The DPDK program `prog` of `stack` (in /usr/local/bin, or in the bin/
+/// of the stack's DPDK build with its libraries first) with `pmd`, EAL
 /// memory and core arguments `mem`, on the port `eal` names.
 pub(super) fn dpdk_cmd(
     stack: &Stack,
@@ -90,8 +94,12 @@ pub(super) fn dpdk_cmd(
     eal: &str,
     args: &str,
 ) -> String {
+    let prog = match stack.dpdk_build {
+        Some(dir) => format!("LD_LIBRARY_PATH={dir}/lib {dir}/bin/{prog}"),
+        None => format!("/usr/local/bin/{prog}"),
+    };
     format!(
-        "{}/usr/local/bin/{prog} {mem} -d {} -d {} {} {eal} -- {args}",
+        "{}{prog} {mem} -d {} -d {} {} {eal} -- {args}",
         pmd.env(stack),
         stack.mempool_ring,
         pmd.plugin(stack),
@@ -338,7 +346,7 @@ impl Tier {
             .is_err()
         {
             return Err(format!(
-                "{} is not in the guest ({}): scripts/guest.sh builds it (tests/upstream/build-c-driver.sh for the C driver) and names it in MANA_GUEST_PMD / MANA_GUEST_C_PMD",
+                "{} is not in the guest ({}): scripts/guest.sh builds it (tests/upstream/build-c-driver.sh for the C driver; scripts/dpdk.sh for a stack's DPDK build) and names it in MANA_GUEST_PMD / MANA_GUEST_C_PMD / MANA_GUEST_DPDK",
                 pmd.name(self.stack),
                 pmd.plugin(self.stack)
             ));

@@ -44,6 +44,10 @@ pub struct Pieces {
     /// [`GUEST_PREFLIGHT`] when `MANA_GUEST_PREFLIGHT` names it
     /// (scripts/guest.sh builds it).
     pub preflight: Option<PathBuf>,
+    /// For a stack that runs `scripts/dpdk.sh`'s DPDK ([`Stack::dpdk_build`]):
+    /// that install's prefix (`MANA_GUEST_DPDK`) and the guest directory
+    /// it goes to.
+    pub dpdk: Option<(PathBuf, &'static str)>,
 }
 
 /// Where the guest finds our PMD.
@@ -76,10 +80,17 @@ impl Pieces {
         if !chroot.join("usr/bin/qemu-system-x86_64").exists() {
             return Err(missing("QEMU (chroot/usr/bin/qemu-system-x86_64)"));
         }
-        // The stack's kernel (trixie's 6.12, `kernel/`), or another one
-        // (trixie-backports', `kernel-backports/`) when MANA_GUEST_KERNEL
-        // names it.
-        let kdir = std::env::var("MANA_GUEST_KERNEL").unwrap_or_else(|_| stack.kernel.into());
+        // The stack's kernel (trixie's 6.12, `kernel/`; for `newest` the
+        // newest cached), or another one (trixie-backports',
+        // `kernel-backports/`) when MANA_GUEST_KERNEL names it.
+        let kdir = match std::env::var("MANA_GUEST_KERNEL") {
+            Ok(k) => k,
+            Err(_) => stack
+                .kernel
+                .resolve(&g)
+                .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e))?
+                .to_string(),
+        };
         let kernel = g.join(&kdir).join("vmlinuz");
         if !kernel.exists() {
             return Err(missing(&format!("the kernel ({kdir}/vmlinuz)")));
@@ -138,6 +149,10 @@ impl Pieces {
                 Some((p, shim))
             }
         };
+        let dpdk = match stack.dpdk_build {
+            None => None,
+            Some(dir) => Some((dpdk_install(stack)?, dir)),
+        };
         Ok(Pieces {
             chroot,
             kernel,
@@ -147,6 +162,7 @@ impl Pieces {
             pmd,
             c_pmd,
             preflight,
+            dpdk,
         })
     }
 
@@ -174,6 +190,9 @@ impl Pieces {
         if let Some(p) = &self.preflight {
             i.file(GUEST_PREFLIGHT, 0o755, &fs::read(p)?);
         }
+        if let Some((prefix, dir)) = &self.dpdk {
+            add_dpdk_build(&mut i, prefix, dir)?;
+        }
         // The DPDK secondary of `dpdk-reset-loop`: this machine's (the same
         // bookworm DPDK as the guest's testpmd, whose libraries it uses).
         if let Ok(b) = fs::read(HOST_PROC_INFO) {
@@ -181,6 +200,107 @@ impl Pieces {
         }
         Ok(i.finish())
     }
+}
+
+/// The DPDK install `MANA_GUEST_DPDK` names, checked to be `scripts/dpdk.sh`'s
+/// build of `stack`'s release (its testpmd, its pkg-config version, the C
+/// driver in `reference/` beside it).
+fn dpdk_install(stack: &Stack) -> io::Result<PathBuf> {
+    let err = |m: String| io::Error::new(io::ErrorKind::NotFound, m);
+    let prefix = std::env::var_os("MANA_GUEST_DPDK").map(PathBuf::from).ok_or_else(|| {
+        err(format!(
+            "stack {} runs DPDK {} as scripts/dpdk.sh builds it: MANA_GUEST_DPDK must name that install (`scripts/dpdk.sh {}` prints it; scripts/guest.sh --stack {} sets it)",
+            stack.name, stack.dpdk, stack.dpdk, stack.name
+        ))
+    })?;
+    let pc = prefix.join("lib/pkgconfig/libdpdk.pc");
+    let version = fs::read_to_string(&pc)
+        .map_err(|e| {
+            err(format!(
+                "MANA_GUEST_DPDK={}: {}: {e}",
+                prefix.display(),
+                pc.display()
+            ))
+        })?
+        .lines()
+        .find_map(|l| l.strip_prefix("Version:").map(|v| v.trim().to_string()))
+        .unwrap_or_default();
+    if version != stack.dpdk && !version.starts_with(&format!("{}.", stack.dpdk)) {
+        return Err(err(format!(
+            "MANA_GUEST_DPDK={} is DPDK {version:?}, stack {} runs {} (`scripts/dpdk.sh {}` prints its install)",
+            prefix.display(),
+            stack.name,
+            stack.dpdk,
+            stack.dpdk
+        )));
+    }
+    for f in [prefix.join("bin/dpdk-testpmd"), c_driver_of(&prefix)] {
+        if !f.exists() {
+            return Err(err(format!(
+                "MANA_GUEST_DPDK={}: {} does not exist (scripts/dpdk.sh {} builds it)",
+                prefix.display(),
+                f.display(),
+                stack.dpdk
+            )));
+        }
+    }
+    Ok(prefix)
+}
+
+/// Where `scripts/dpdk.sh` keeps a release's C net/mana: `reference/`
+/// beside the install prefix.
+fn c_driver_of(prefix: &Path) -> PathBuf {
+    prefix
+        .with_file_name("reference")
+        .join("librte_net_mana_c.so")
+}
+
+/// `scripts/dpdk.sh`'s install at `prefix` into the guest under `dir`:
+/// testpmd, every library by its soname (`librte_eal.so.26`: what the
+/// dynamic linker looks for; the static archives and development links
+/// stay out) and the C driver.
+fn add_dpdk_build(i: &mut Initramfs, prefix: &Path, dir: &str) -> io::Result<()> {
+    i.file(
+        &format!("{dir}/bin/dpdk-testpmd"),
+        0o755,
+        &read(&prefix.join("bin/dpdk-testpmd"))?,
+    );
+    let lib = prefix.join("lib");
+    let mut libs: Vec<_> = fs::read_dir(&lib)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", lib.display())))?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()?;
+    libs.sort();
+    for name in libs.iter().filter(|n| is_soname(n)) {
+        let path = prefix.join("lib").join(name);
+        // Since 25.11 a driver lives in the plugin directory and lib/
+        // links to it; scripts/dpdk.sh moved the C driver out of there, so
+        // lib/librte_net_mana.so.26 leads nowhere (the driver goes in from
+        // reference/ below).
+        if !path.exists() {
+            continue;
+        }
+        // fs::read follows the soname's link to the versioned file.
+        i.file(&format!("{dir}/lib/{name}"), 0o755, &read(&path)?);
+    }
+    i.file(
+        &format!("{dir}/reference/librte_net_mana_c.so"),
+        0o755,
+        &read(&c_driver_of(prefix))?,
+    );
+    Ok(())
+}
+
+/// fs::read, naming the file it could not read.
+fn read(path: &Path) -> io::Result<Vec<u8>> {
+    fs::read(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
+/// `librte_eal.so.26`, not `librte_eal.so`, `librte_eal.so.26.2` or
+/// `librte_eal.a`.
+fn is_soname(name: &str) -> bool {
+    name.rsplit_once(".so.")
+        .is_some_and(|(_, v)| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// How to start a guest.
@@ -381,5 +501,22 @@ impl Vm {
 impl Drop for Vm {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dpdk_build_goes_in_by_soname() {
+        assert!(is_soname("librte_eal.so.26"));
+        assert!(!is_soname("librte_eal.so.26.2"));
+        assert!(!is_soname("librte_eal.so"));
+        assert!(!is_soname("librte_eal.a"));
+        assert_eq!(
+            c_driver_of(Path::new("/var/cache/net-mana/dpdk-26.07/install")),
+            Path::new("/var/cache/net-mana/dpdk-26.07/reference/librte_net_mana_c.so")
+        );
     }
 }
