@@ -328,6 +328,52 @@ fn a_secondarys_exit_leaves_the_primarys_ports_running_and_logs_no_failure() {
     assert!(!out.contains("Port 0: device removal event"), "{out}");
 }
 
+/// A secondary's statistics read leaves the primary's sends alone: only
+/// the primary takes in completions before statistics. A reaping secondary
+/// (`dpdk-proc-info`) freed the primary's mbufs into its own lcore 0's
+/// mempool cache, the one the primary's main thread uses unlocked, through
+/// its own table of mempool handlers.
+#[test]
+fn a_secondarys_stats_read_leaves_the_primarys_sends_to_the_primary() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _pages = Hugepages::reserve(512).unwrap();
+    let prefix = format!("mp-reap-{}", std::process::id());
+    let env = EmuEnv::new("mp-reap", pair(50)).unwrap();
+    let mut p = primary(&env, &prefix, "txonly");
+    // The device takes no send of port 0 yet: its ring fills and stays.
+    p.fault(Fault::TxPause { mac: MAC_A.into() }).unwrap();
+    cmd(&mut p, "start");
+    let t0 = Instant::now();
+    while xstat(&xstats(&mut p, 0), "tx_q0_held") == 0 {
+        assert!(t0.elapsed() < HANG, "port 0 never posted a send");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cmd(&mut p, "stop");
+    let held = xstat(&xstats(&mut p, 0), "tx_q0_held");
+    assert!(held > 0);
+    let posted = p.port_stats(0).unwrap().tx_packets;
+    // Now it sends them all and writes their completions, which nobody
+    // has taken in.
+    p.fault(Fault::TxResume { mac: MAC_A.into() }).unwrap();
+    p.wait_device(Duration::from_secs(120), |c| {
+        sqs(c, MAC_A).first().map(|q| q.1) == Some(posted)
+    })
+    .unwrap_or_else(|e| panic!("port 0's {posted} sends never left: {e}"));
+    let (out, ok) = proc_info(&env, &prefix, &["-p", "1", "--xstats"]);
+    assert!(ok, "{out}");
+    let seen = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("tx_q0_held: "))
+        .unwrap_or_else(|| panic!("no tx_q0_held in {out}"));
+    assert_eq!(seen.trim(), held.to_string(), "the secondary reaped: {out}");
+    // The primary's own read takes them in: every mbuf back.
+    assert_eq!(xstat(&xstats(&mut p, 0), "tx_q0_held"), 0);
+    assert_eq!(p.port_stats(0).unwrap().tx_packets, posted);
+    cmd(&mut p, "port stop all");
+    assert_eq!(mbufs_in_use(&mut p), 0, "mbufs held after port stop");
+    p.quit().unwrap();
+}
+
 /// The version proc-info printed for `port` before the reset.
 fn fw(out: &str, port: u16) -> String {
     let k = format!("Ethdev port {port} firmware version: ");

@@ -1,6 +1,6 @@
 //! Basic and extended statistics, read from the queues' counters in any
-//! process. Tx queues settle first (see `TxQueue::settle`), so sends the
-//! device dropped are counted as errors, not as sent.
+//! process. In the primary, tx queues settle first (see `TxQueue::settle`),
+//! so sends the device dropped are counted as errors, not as sent.
 
 use super::data;
 use crate::control::state::queue_sets::EthQueues;
@@ -64,8 +64,17 @@ fn queues<'d>(dev: *mut rte_eth_dev) -> EthQueues<'d> {
     unsafe { EthQueues::of(data(dev)) }
 }
 
-/// Reaps what the device completed on every tx queue not in a burst.
+/// Reaps what the device completed on every tx queue not in a burst, in
+/// the primary only. Reaping frees mbufs: a secondary would put them in
+/// its own lcore's mempool cache, which the primary's thread of the same
+/// lcore id uses unlocked, and through its own table of mempool handlers,
+/// which in another program (`dpdk-proc-info` beside testpmd) may name
+/// other handlers. A secondary's read shows a failed send as sent until
+/// the next burst or primary read takes in its completion.
 fn settle(q: &EthQueues<'_>) {
+    if !crate::control::mp::is_primary() {
+        return;
+    }
     for (_, t) in q.iter::<TxQueue>() {
         t.settle();
     }
