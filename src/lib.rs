@@ -17,3 +17,11 @@ mod probe;
 
 /// The `mac=` devargs parser (pure Rust: property-tested and fuzzed alone).
 pub use probe::devargs;
+
+/// The driver-level fuzz checks (`fuzz/`, doc/fuzzing.md).
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    /// The vector and scalar receive paths over one device's completions
+    /// must agree exactly (`dataplane::rxq::side_by_side`).
+    pub use crate::dataplane::rxq::side_by_side::check as rx_paths;
+}

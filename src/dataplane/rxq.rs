@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod scattered;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod side_by_side;
 
 const REFILL_BULK: usize = 64;
 
@@ -818,6 +820,9 @@ impl Burst<'_> {
                     // (cut to the run above), the buffers are posted ones
                     // of at least `MIN_BUF_LEN` bytes, and `k <= slots`.
                     let (to, b) = unsafe { avx2::groups(&v, k) };
+                    #[cfg(test)]
+                    side_by_side::VECTOR_TAKEN
+                        .fetch_add((to - k) as u64, std::sync::atomic::Ordering::Relaxed);
                     offset += (to - k) as u32 * gdma::WQE_BU_SIZE as u32;
                     k = to;
                     bytes += b;
