@@ -638,7 +638,11 @@ pub fn check(data: &[u8]) -> [u64; 14] {
         let mut dbs = [0u64; 2];
         for (i, _) in (0..2).flat_map(|i| (0..polls).map(move |p| (i, p))) {
             let side = &mut sides[i];
-            let mut pkts = vec![std::ptr::null_mut::<rte_mbuf>(); want];
+            // Room for `want`, then guards: the burst may use all of its
+            // room (DPDK's contract), nothing past it.
+            let guard = std::ptr::dangling_mut::<rte_mbuf>();
+            let mut pkts = vec![guard; want + 8];
+            pkts[..want].fill(std::ptr::null_mut());
             // SAFETY: the page is the harness's, serialised by `LOCK`.
             unsafe { page.write_bytes(0, DB_WORDS) };
             let q: *const RxQueue = &*side.q;
@@ -650,8 +654,8 @@ pub fn check(data: &[u8]) -> [u64; 14] {
             let g = usize::from(g);
             side.held.extend_from_slice(&pkts[..g]);
             assert!(
-                pkts[g..].iter().all(|p| p.is_null()),
-                "written past the count"
+                pkts[want..].iter().all(|p| *p == guard),
+                "written past the room"
             );
         }
         let what = format!("round {round}");
