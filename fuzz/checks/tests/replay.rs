@@ -95,6 +95,27 @@ fn every_target_has_a_test() {
     assert_eq!(names, tested);
 }
 
+/// Targets whose check is the driver's own (it needs the driver's private
+/// parts and DPDK), replayed by the driver's unit tests instead:
+/// `rx_paths` by `dataplane::rxq::side_by_side::tests`.
+const IN_THE_DRIVER: &[&str] = &["rx_paths"];
+
+/// Every libFuzzer entry (`fuzz/fuzz_targets/*.rs`) is replayed under
+/// `cargo test`: here, or by the driver's tests.
+#[test]
+fn every_fuzz_target_is_replayed() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz_targets");
+    let mut missing = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_stem().unwrap().to_str().unwrap().to_owned();
+        if target(&name).is_none() && !IN_THE_DRIVER.contains(&name.as_str()) {
+            missing.push(name);
+        }
+    }
+    assert!(missing.is_empty(), "fuzz targets nothing replays: {missing:?}");
+}
+
 #[test]
 fn devargs() {
     run("devargs");
