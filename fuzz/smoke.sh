@@ -3,7 +3,8 @@
 # committed seeds (fuzz/seeds/<target>), then a few seconds of fuzzing each
 # (FUZZ_SMOKE_SECONDS, default 3). New inputs go to a scratch directory, so
 # the seeds stay as committed; a crash is saved in fuzz/artifacts/<target>/
-# and fails the run.
+# and fails the run. `rx_paths` builds the driver crate, so the build needs
+# DPDK's headers and libraries as the driver's own build does.
 #
 # Needs cargo-fuzz. Without it the run is skipped with a message: CI clones
 # have none, and installing it costs minutes (doc/fuzzing.md); the same
