@@ -113,7 +113,10 @@ fn every_fuzz_target_is_replayed() {
             missing.push(name);
         }
     }
-    assert!(missing.is_empty(), "fuzz targets nothing replays: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "fuzz targets nothing replays: {missing:?}"
+    );
 }
 
 #[test]
