@@ -6,8 +6,9 @@
 //! runs `rx_burst` on its own path, and after every burst the two must
 //! agree exactly: packets delivered, every byte of every mbuf and buffer
 //! (pointers as indices), every counter, the rings' positions, the WQEs
-//! reposted and the doorbell written. Guards around every buffer and the
-//! CQ ring (the driver never writes it) catch a stray access.
+//! reposted and the doorbell written. Guards around every buffer and
+//! `pkts`, and the CQ (which the driver writes only to scrub a skipped
+//! slot's owner bits), catch a stray access.
 //!
 //! Built for tests and with the `fuzzing` feature only.
 
@@ -161,7 +162,8 @@ struct Side {
     cq: Vec<Line>,
     rq: Vec<Line>,
     _desc: Vec<*mut rte_mbuf>,
-    /// What the device last wrote to the CQ (the driver must not change it).
+    /// What the device last wrote to the CQ (the driver may change only
+    /// owner bits).
     cq_written: Vec<Line>,
     /// Packets the application holds, freed after the comparison.
     held: Vec<*mut rte_mbuf>,
