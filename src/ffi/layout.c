@@ -52,6 +52,7 @@ const struct mana_layout_entry mana_c_layout[] = {
 	OFF(struct rte_mbuf, ol_flags),
 	OFF(struct rte_mbuf, packet_type),
 	OFF(struct rte_mbuf, pkt_len),
+	OFF(struct rte_mbuf, buf_len),
 	OFF(struct rte_mbuf, data_len),
 	OFF(struct rte_mbuf, vlan_tci),
 	OFF(struct rte_mbuf, hash.rss),

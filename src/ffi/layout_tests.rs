@@ -63,6 +63,7 @@ fn rust_layout(name: &str) -> Option<usize> {
         "struct rte_mbuf.ol_flags" => offset_of!(rte_mbuf, ol_flags),
         "struct rte_mbuf.packet_type" => mbuf_offset(mbuf::packet_type_ptr),
         "struct rte_mbuf.pkt_len" => mbuf_offset(mbuf::pkt_len_ptr),
+        "struct rte_mbuf.buf_len" => mbuf_offset(mbuf::buf_len_ptr),
         "struct rte_mbuf.data_len" => mbuf_offset(mbuf::data_len_ptr),
         "struct rte_mbuf.vlan_tci" => mbuf_offset(mbuf::vlan_tci_ptr),
         "struct rte_mbuf.hash.rss" => mbuf_offset(mbuf::rss_hash_ptr),

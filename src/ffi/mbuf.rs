@@ -82,6 +82,9 @@ fields! {
     /// Packet length over all segments.
     pkt_len, set_pkt_len, pkt_len_ptr: u32 =
         [pkt_len] / [__bindgen_anon_2.__bindgen_anon_1.pkt_len];
+    /// Length of the buffer at `buf_addr` (headroom included).
+    buf_len, set_buf_len, buf_len_ptr: u16 =
+        [buf_len] / [__bindgen_anon_2.__bindgen_anon_1.buf_len];
     /// Data length of this segment.
     data_len, set_data_len, data_len_ptr: u16 =
         [data_len] / [__bindgen_anon_2.__bindgen_anon_1.data_len];

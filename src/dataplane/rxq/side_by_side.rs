@@ -191,7 +191,7 @@ impl Side {
             // `bufs`, which outlives it.
             unsafe {
                 (*p).buf_addr = bufs.as_mut_ptr().add(i * stride + GUARD).cast();
-                (*p).buf_len = (HEADROOM + s.buf_len as usize) as u16;
+                ffi::mbuf::set_buf_len(p, (HEADROOM + s.buf_len as usize) as u16);
                 (*p).pool = &mut *mp;
                 ffi::mbuf::set_rearm(p, ffi::mbuf::rearm_word(HEADROOM as u16, PORT));
             }
