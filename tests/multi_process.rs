@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// One testpmd at a time: the machine has two cores.
@@ -179,17 +178,8 @@ fn proc_info(env: &EmuEnv, prefix: &str, args: &[&str]) -> (String, bool) {
     // The deadline only catches a hang (EAL's start is seconds on a
     // loaded machine).
     let t0 = Instant::now();
-    let out = Command::new("timeout")
-        .arg("300")
-        .arg("dpdk-proc-info")
-        .args(["--file-prefix", prefix, "-d"])
-        .arg(pmd())
-        .args(["-a", PCI, "--"])
+    let out = proc_info_command(env, prefix)
         .args(args)
-        .env("LD_PRELOAD", emu_lib_path().unwrap())
-        .env("MANA_EMU_CONFIG", &env.config_path)
-        .env("SYSFS_PCI_DEVICES", env.pci_devices())
-        .stdin(Stdio::null())
         .output()
         .expect("dpdk-proc-info");
     // A measurement for the log (how long EAL and the queries took), not

@@ -56,19 +56,6 @@ fn mtime(p: &Path) -> Option<SystemTime> {
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
-fn pkg_config(args: &[&str]) -> Vec<String> {
-    let out = Command::new("pkg-config")
-        .args(args)
-        .output()
-        .expect("pkg-config");
-    assert!(out.status.success(), "pkg-config {args:?}");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .map(String::from)
-        .collect()
-}
-
 /// Compiles `src` with `flags` against the installed DPDK into `out` (next
 /// to the test binaries), unless `out` is at least as new as `src`.
 fn build(src: &Path, out: &Path, flags: &[&str]) -> PathBuf {
@@ -388,17 +375,8 @@ struct ProcInfo {
 fn proc_info(env: &EmuEnv, prefix: &str) -> ProcInfo {
     // One query kind per run (proc-info answers the first it is given).
     let run = |what: &[&str]| -> String {
-        let out = Command::new("timeout")
-            .arg("300")
-            .arg("dpdk-proc-info")
-            .args(["--file-prefix", prefix, "-d"])
-            .arg(pmd())
-            .args(["-a", PCI, "--"])
+        let out = proc_info_command(env, prefix)
             .args(what)
-            .env("LD_PRELOAD", emu_lib_path().unwrap())
-            .env("MANA_EMU_CONFIG", &env.config_path)
-            .env("SYSFS_PCI_DEVICES", env.pci_devices())
-            .stdin(Stdio::null())
             .output()
             .expect("dpdk-proc-info");
         let o = String::from_utf8_lossy(&out.stdout).into_owned()

@@ -38,7 +38,7 @@ pub fn pmd() -> PathBuf {
     exe.with_file_name("librte_net_mana.so")
 }
 
-fn pkg_config(args: &[&str]) -> Vec<String> {
+pub fn pkg_config(args: &[&str]) -> Vec<String> {
     let out = std::process::Command::new("pkg-config")
         .args(args)
         .output()
@@ -433,4 +433,21 @@ pub fn inject_paced(
         sent += c.len() as u64;
         wait_dev(t, &format!("{sent} frames through"), |d| done(d, sent));
     }
+}
+
+/// `dpdk-proc-info` as a secondary of the testpmd of file prefix `prefix`
+/// on the emulated function `PCI`, with our plugin; the arguments after
+/// `--` are the caller's. `timeout 300` only catches a hang.
+pub fn proc_info_command(env: &EmuEnv, prefix: &str) -> std::process::Command {
+    let mut c = std::process::Command::new("timeout");
+    c.arg("300")
+        .arg("dpdk-proc-info")
+        .args(["--file-prefix", prefix, "-d"])
+        .arg(pmd())
+        .args(["-a", PCI, "--"])
+        .env("LD_PRELOAD", emu_lib_path().unwrap())
+        .env("MANA_EMU_CONFIG", &env.config_path)
+        .env("SYSFS_PCI_DEVICES", env.pci_devices())
+        .stdin(std::process::Stdio::null());
+    c
 }
