@@ -488,9 +488,12 @@ fn run_tool(
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
+        // The whole output goes to a file: a deviation in a 10,000-reset run
+        // must keep its message, whichever stream and line it is on.
+        let kept = keep_failed_output(program, &text);
         let tail: Vec<&str> = text.lines().rev().take(15).collect();
         return Err(format!(
-            "{program} {args:?} exited with {}: {}",
+            "{program} {args:?} exited with {} (whole output: {kept}): {}",
             out.status,
             tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
         ));
@@ -498,11 +501,24 @@ fn run_tool(
     Ok(text)
 }
 
+/// Writes a failed tool run's output to `target/soak-failures/`; returns
+/// the file's path (or why it could not be written).
+fn keep_failed_output(program: &str, text: &str) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/soak-failures");
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(format!("{}-{program}-{n}.log", std::process::id()));
+    match std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, text)) {
+        Ok(()) => path.display().to_string(),
+        Err(e) => format!("not kept: {}: {e}", path.display()),
+    }
+}
+
 /// `dpdk-proc-info --stats` or `--xstats` (it prints only the first it is
 /// given) on both ports. (It sets its own core mask: its lcore id is 0,
-/// the primary's main lcore's, whose mempool cache it shares: reading
-/// stats reaps send completions, which frees mbufs; see doc/reliability.md
-/// on the soak across processes.)
+/// the primary's main lcore's, whose mempool cache it shares; only the
+/// primary reaps send completions, see doc/reliability.md on the soak
+/// across processes.)
 fn proc_info(tools: &Tools, what: &str) -> Result<(), String> {
     let driver = pmd().display().to_string();
     let args: Vec<String> = [
