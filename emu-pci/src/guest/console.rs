@@ -10,7 +10,19 @@ pub struct Console {
     w: UnixStream,
     r: BufReader<UnixStream>,
     next: u64,
+    /// The bytes of a line not yet ended (kept across read timeouts).
+    partial: Vec<u8>,
+    /// Empty lines sent to a silent guest (see [`NUDGE_AFTER`]).
+    pub nudges: u64,
 }
+
+/// A command's answer not begun or continued for this long gets an empty
+/// line sent after it. The guest's 16550 under TCG can lose a transmit
+/// interrupt on a busy host: its 8250 driver then holds the rest of the
+/// output until any other interrupt of the port, and an arriving byte is
+/// one. (The init runs the empty line as an empty command and answers
+/// `@@END  0`, which no command's id matches.)
+const NUDGE_AFTER: Duration = Duration::from_secs(5);
 
 /// What a command printed and its exit status.
 #[derive(Clone, Debug)]
@@ -45,6 +57,8 @@ impl Console {
                         r: BufReader::new(s.try_clone()?),
                         w: s,
                         next: 1,
+                        partial: Vec::new(),
+                        nudges: 0,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -58,28 +72,51 @@ impl Console {
         }
     }
 
-    fn read_line(&mut self, deadline: Instant, what: &str) -> io::Result<String> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(timed_out(what, Duration::ZERO));
-        }
-        self.r.get_ref().set_read_timeout(Some(left))?;
-        let mut line = String::new();
-        match self.r.read_line(&mut line) {
-            Ok(0) => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("{what}: guest console closed"),
-            )),
-            Ok(_) => Ok(line.trim_end_matches(['\n', '\r']).to_string()),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                Err(timed_out(what, left))
+    /// The next line, waiting until `deadline`; with `nudge`, an empty line
+    /// goes to the guest after each [`NUDGE_AFTER`] without a byte.
+    fn read_line(&mut self, deadline: Instant, what: &str, nudge: bool) -> io::Result<String> {
+        let t0 = Instant::now();
+        loop {
+            let now = Instant::now();
+            let left = deadline.saturating_duration_since(now);
+            if left.is_zero() {
+                return Err(timed_out(what, now - t0));
             }
-            Err(e) => Err(e),
+            let slice = if nudge { left.min(NUDGE_AFTER) } else { left };
+            self.r.get_ref().set_read_timeout(Some(slice))?;
+            let had = self.partial.len();
+            match self.r.read_until(b'\n', &mut self.partial) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("{what}: guest console closed"),
+                    ))
+                }
+                Ok(_) if self.partial.ends_with(b"\n") => {
+                    let line = String::from_utf8_lossy(&self.partial)
+                        .trim_end_matches(['\n', '\r'])
+                        .to_string();
+                    self.partial.clear();
+                    return Ok(line);
+                }
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if nudge && self.partial.len() == had && Instant::now() < deadline {
+                        self.nudges += 1;
+                        eprintln!(
+                            "guest console: {what}: silent for {:.0?}, sent an empty line",
+                            t0.elapsed()
+                        );
+                        writeln!(self.w)?;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 
@@ -87,7 +124,7 @@ impl Console {
     pub fn wait_ready(&mut self, timeout: Duration) -> io::Result<String> {
         let deadline = Instant::now() + timeout;
         loop {
-            let l = self.read_line(deadline, "guest boot")?;
+            let l = self.read_line(deadline, "guest boot", false)?;
             if let Some(rest) = l.strip_prefix("@@READY ") {
                 return Ok(rest.to_string());
             }
@@ -111,7 +148,7 @@ impl Console {
         let end = format!("@@END {id} ");
         let mut text = String::new();
         loop {
-            let l = self.read_line(deadline, &format!("guest command `{cmd}`"))?;
+            let l = self.read_line(deadline, &format!("guest command `{cmd}`"), true)?;
             if let Some(rc) = l.strip_prefix(&end) {
                 return Ok(Output {
                     status: rc.trim().parse().unwrap_or(-1),

@@ -147,6 +147,18 @@ impl Peer {
         })
     }
 
+    /// The namespace's TCP sockets as `ss -tnoi` shows them (queues,
+    /// retransmission timers), or why they could not be read.
+    pub fn tcp_sockets(&self) -> String {
+        match Command::new("ip")
+            .args(["netns", "exec", &self.ns, "ss", "-tnoi"])
+            .output()
+        {
+            Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
+            Err(e) => format!("ss -tnoi in {}: {e}\n", self.ns),
+        }
+    }
+
     /// Runs `f` on a thread inside the namespace.
     pub fn in_ns<T: Send + 'static>(
         &self,

@@ -171,6 +171,45 @@ impl Tier {
         }
     }
 
+    /// What the device and the peer hold now, for a wait that reached its
+    /// deadline: port counters and drops, each live queue's head and tail
+    /// (an RQ whose head met its tail has no buffer), each CQ's CQEs and
+    /// arming, each EQ's events, interrupts and arming, and the peer's TCP
+    /// sockets (unacknowledged bytes, retransmission backoff).
+    pub(super) fn stall_report(&self) -> String {
+        let mut out = String::new();
+        {
+            let d = lock(&self.func.dev);
+            let c = d.net.counters();
+            let p = &c.ports[0].counters;
+            out += &format!(
+                "device port: rx {} frames, tx {} frames, drops {:?}\n",
+                p.rx_packets, p.tx_packets, p.drops
+            );
+            let st = d.net.device_state(0);
+            for w in st.wqs.iter().filter(|w| w.active) {
+                out += &format!(
+                    "  {} {}: head {} tail {} ({} doorbells, {} packets)\n",
+                    w.kind, w.id, w.head, w.tail, w.doorbells, w.packets
+                );
+            }
+            for q in &st.cqs {
+                out += &format!(
+                    "  CQ {}: {} CQEs written, armed {}\n",
+                    q.id, q.written, q.armed
+                );
+            }
+            for (id, e) in &d.eqs {
+                out += &format!(
+                    "  EQ {id}: {} events, {} interrupts, armed {}, producer {}\n",
+                    e.events, e.interrupts, e.producer.armed, e.producer.prod
+                );
+            }
+        }
+        out += &format!("peer TCP:\n{}", self.peer.tcp_sockets());
+        out
+    }
+
     pub(super) fn device_check(&self, what: &str) -> Result<(), String> {
         self.device_check_with(what, &BTreeMap::new())
     }
@@ -336,14 +375,10 @@ impl Tier {
             .map_err(|e| format!("peer send: {e}"))?;
         // The peer's send ends when its socket buffer has the data, not when
         // the guest has it: a guest slowed down by a busy host (TCG) may
-        // still be receiving. Wait for every byte, then sum.
-        let out = self.sh(
-            &format!(
-                "for i in $(seq 1200); do [ $(wc -c < /tmp/rx) -ge {N} ] && break; sleep 0.1; done; \
-                 md5sum /tmp/rx; wc -c < /tmp/rx"
-            ),
-            Duration::from_secs(180),
-        )?;
+        // still be receiving. Wait for every byte (asking from here, one
+        // short command at a time), then sum.
+        self.wait_guest_bytes("/tmp/rx", N)?;
+        let out = self.cmd("md5sum /tmp/rx; wc -c < /tmp/rx")?;
         if !out.contains(&want) {
             return Err(format!(
                 "peer to guest: guest has {}, want md5 {want}",
@@ -392,6 +427,9 @@ impl Tier {
             let q = table[h as usize % table.len()];
             predicted.insert(p, q);
         }
+        for &p in &ports {
+            self.wait_guest_bytes(&format!("/tmp/rss{p}"), 128 << 10)?;
+        }
         let sizes = self.cmd("wc -c /tmp/rss*")?;
         for &p in &ports {
             if !sizes.contains(&format!("131072 /tmp/rss{p}")) {
@@ -436,6 +474,32 @@ impl Tier {
             queues,
             predicted.values().collect::<Vec<_>>()
         ))
+    }
+
+    /// Waits until the guest's file `path` holds `n` bytes, asking every
+    /// half second; at the deadline (a hang, not a slow guest) fails with
+    /// the sizes seen and [`Self::stall_report`].
+    fn wait_guest_bytes(&mut self, path: &str, n: usize) -> Result<(), String> {
+        let t0 = Instant::now();
+        let mut seen = Vec::new();
+        loop {
+            let out = self.cmd(&format!("wc -c < {path}"))?;
+            let got: usize = out.trim().parse().unwrap_or(0);
+            if got >= n {
+                return Ok(());
+            }
+            if seen.last() != Some(&got) {
+                seen.push(got);
+            }
+            if t0.elapsed() > HANG {
+                return Err(format!(
+                    "{path}: {got} of {n} bytes after {} (sizes seen {seen:?})\n{}",
+                    fmt_dur(t0.elapsed()),
+                    self.stall_report()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
 
     fn rss_config(&mut self) -> Result<([u8; 40], Vec<usize>), String> {

@@ -436,6 +436,11 @@ impl Vm {
                 r#"{{"driver":"vfio-user-pci","socket":{{"path":"{s}","type":"unix"}}}}"#
             ));
         }
+        // MANA_GUEST_QEMU_ARGS: more QEMU arguments, split at whitespace
+        // (`-trace enable=vfio_user_*` to see the vfio-user messages).
+        if let Ok(extra) = std::env::var("MANA_GUEST_QEMU_ARGS") {
+            args.extend(extra.split_whitespace().map(String::from));
+        }
         let child = Command::new("chroot")
             .args(&args)
             .stdin(Stdio::null())
