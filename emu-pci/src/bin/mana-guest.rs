@@ -125,14 +125,10 @@ fn main() {
             }
         }
     }
-    let nudges = tier.vm.console.nudges;
     tier.vm.shutdown();
     tier.func.stop();
     if verbose {
         println!("guest tier: {:.1} s in all", t0.elapsed().as_secs_f64());
-    }
-    if nudges > 0 {
-        println!("guest console: {nudges} empty line(s) sent to a console silent for 5 s");
     }
     // Exit skips destructors: the run directory and the peer go first.
     drop(tier);

@@ -10,21 +10,7 @@ pub struct Console {
     w: UnixStream,
     r: BufReader<UnixStream>,
     next: u64,
-    /// The bytes of a line not yet ended (kept across read timeouts).
-    partial: Vec<u8>,
-    /// Empty lines sent to a silent guest, and after how long a silence
-    /// ([`NUDGE_AFTER`]).
-    pub nudges: u64,
-    nudge_after: Duration,
 }
-
-/// A command's answer not begun or continued for this long gets an empty
-/// line sent after it. The guest's 16550 under TCG can lose a transmit
-/// interrupt on a busy host: its 8250 driver then holds the rest of the
-/// output until any other interrupt of the port, and an arriving byte is
-/// one. (The init runs the empty line as an empty command and answers
-/// `@@END  0`, which no command's id matches.)
-const NUDGE_AFTER: Duration = Duration::from_secs(5);
 
 /// What a command printed and its exit status.
 #[derive(Clone, Debug)]
@@ -59,9 +45,6 @@ impl Console {
                         r: BufReader::new(s.try_clone()?),
                         w: s,
                         next: 1,
-                        partial: Vec::new(),
-                        nudges: 0,
-                        nudge_after: NUDGE_AFTER,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -75,55 +58,28 @@ impl Console {
         }
     }
 
-    /// The next line, waiting until `deadline`; with `nudge`, an empty line
-    /// goes to the guest after each `nudge_after` without a byte.
-    fn read_line(&mut self, deadline: Instant, what: &str, nudge: bool) -> io::Result<String> {
-        let t0 = Instant::now();
-        loop {
-            let now = Instant::now();
-            let left = deadline.saturating_duration_since(now);
-            if left.is_zero() {
-                return Err(timed_out(what, now - t0));
+    fn read_line(&mut self, deadline: Instant, what: &str) -> io::Result<String> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timed_out(what, Duration::ZERO));
+        }
+        self.r.get_ref().set_read_timeout(Some(left))?;
+        let mut line = String::new();
+        match self.r.read_line(&mut line) {
+            Ok(0) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{what}: guest console closed"),
+            )),
+            Ok(_) => Ok(line.trim_end_matches(['\n', '\r']).to_string()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err(timed_out(what, left))
             }
-            let slice = if nudge {
-                left.min(self.nudge_after)
-            } else {
-                left
-            };
-            self.r.get_ref().set_read_timeout(Some(slice))?;
-            let had = self.partial.len();
-            match self.r.read_until(b'\n', &mut self.partial) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        format!("{what}: guest console closed"),
-                    ))
-                }
-                Ok(_) if self.partial.ends_with(b"\n") => {
-                    let line = String::from_utf8_lossy(&self.partial)
-                        .trim_end_matches(['\n', '\r'])
-                        .to_string();
-                    self.partial.clear();
-                    return Ok(line);
-                }
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    if nudge && self.partial.len() == had && Instant::now() < deadline {
-                        self.nudges += 1;
-                        eprintln!(
-                            "guest console: {what}: silent for {:.0?}, sent an empty line",
-                            t0.elapsed()
-                        );
-                        writeln!(self.w)?;
-                    }
-                }
-                Err(e) => return Err(e),
-            }
+            Err(e) => Err(e),
         }
     }
 
@@ -131,7 +87,7 @@ impl Console {
     pub fn wait_ready(&mut self, timeout: Duration) -> io::Result<String> {
         let deadline = Instant::now() + timeout;
         loop {
-            let l = self.read_line(deadline, "guest boot", false)?;
+            let l = self.read_line(deadline, "guest boot")?;
             if let Some(rest) = l.strip_prefix("@@READY ") {
                 return Ok(rest.to_string());
             }
@@ -155,15 +111,15 @@ impl Console {
         let end = format!("@@END {id} ");
         let mut text = String::new();
         loop {
-            let l = self.read_line(deadline, &format!("guest command `{cmd}`"), true)?;
+            let l = self.read_line(deadline, &format!("guest command `{cmd}`"))?;
             if let Some(rc) = l.strip_prefix(&end) {
                 return Ok(Output {
                     status: rc.trim().parse().unwrap_or(-1),
                     text,
                 });
             }
-            // Another command's end: an empty line's (a nudge) or one given
-            // up on. Not this command's output.
+            // The end of a command given up on at its deadline, answering
+            // late: not this command's output.
             if l.starts_with("@@END ") {
                 continue;
             }
@@ -177,11 +133,10 @@ impl Console {
 mod tests {
     use super::*;
 
-    /// A guest whose answer is held until another byte arrives (as a lost
-    /// transmit interrupt holds it) answers after one empty line; the
-    /// empty line's own `@@END` is not the next command's output.
+    /// A command given up on answers late, before the next command's
+    /// answer: its `@@END` line is not the next command's output.
     #[test]
-    fn a_held_answer_comes_after_an_empty_line_and_its_end_is_skipped() {
+    fn a_late_answer_of_a_command_given_up_on_is_skipped() {
         let dir = std::env::temp_dir().join(format!("console-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -193,32 +148,20 @@ mod tests {
                 let s = UnixStream::connect(&path).unwrap();
                 let mut r = BufReader::new(s.try_clone().unwrap());
                 let mut w = s;
-                // The next command, past any empty lines (more nudges come
-                // if this thread is slow to run on a busy machine).
-                let command = |r: &mut BufReader<UnixStream>| loop {
-                    let mut line = String::new();
-                    r.read_line(&mut line).unwrap();
-                    if line != "\n" {
-                        return line;
-                    }
-                };
-                assert_eq!(command(&mut r), "1 echo hi\n");
-                // Held: nothing until the host's empty line.
                 let mut line = String::new();
                 r.read_line(&mut line).unwrap();
-                assert_eq!(line, "\n");
-                write!(w, "hi\n@@END 1 0\n@@END  0\n").unwrap();
-                assert_eq!(command(&mut r), "2 echo two\n");
-                write!(w, "two\n@@END 2 0\n").unwrap();
+                assert_eq!(line, "1 sleep 1000\n");
+                line.clear();
+                r.read_line(&mut line).unwrap();
+                assert_eq!(line, "2 echo two\n");
+                write!(w, "@@END 1 0\ntwo\n@@END 2 0\n").unwrap();
             }
         });
         let mut c = Console::accept(&l, Duration::from_secs(120)).unwrap();
-        c.nudge_after = Duration::from_millis(200);
-        let o = c.run("echo hi", Duration::from_secs(120)).unwrap();
-        assert_eq!((o.status, o.text.as_str()), (0, "hi\n"));
-        assert!(c.nudges >= 1);
+        let e = c.run("sleep 1000", Duration::from_millis(1)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         let o = c.run("echo two", Duration::from_secs(120)).unwrap();
-        assert_eq!(o.text, "two\n", "the empty line's @@END is skipped");
+        assert_eq!((o.status, o.text.as_str()), (0, "two\n"));
         guest.join().unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -372,10 +372,11 @@ impl Tier {
     pub fn rdma_mr(&mut self) -> Outcome {
         self.ensure_mana()?;
         self.load_mana_ib()?;
-        let out = self.cmd(
-            "rm -f /tmp/mr-done; /usr/local/bin/mana-verbs-check /tmp/mr-done > /tmp/vc 2>&1 & \
-             for i in $(seq 100); do grep -q lkey /tmp/vc && break; sleep 0.1; done; cat /tmp/vc",
+        self.cmd(
+            "rm -f /tmp/mr-done; (/usr/local/bin/mana-verbs-check /tmp/mr-done > /tmp/vc 2>&1 &)",
         )?;
+        self.wait_guest("grep -q lkey /tmp/vc", "mana-verbs-check's MR line")?;
+        let out = self.cmd("cat /tmp/vc")?;
         let line = out
             .lines()
             .find(|l| l.starts_with("mr "))
@@ -425,9 +426,9 @@ impl Tier {
             ));
         }
         // The process was started by an earlier shell: poll for its last line.
-        let out = self.cmd(
-            "touch /tmp/mr-done; for i in $(seq 100); do grep -q '^done' /tmp/vc && break; sleep 0.1; done; cat /tmp/vc",
-        )?;
+        self.cmd("touch /tmp/mr-done")?;
+        self.wait_guest("grep -q '^done' /tmp/vc", "mana-verbs-check's end")?;
+        let out = self.cmd("cat /tmp/vc")?;
         if !out.lines().any(|l| l == "done") {
             return Err(format!("mana-verbs-check did not finish: {}", out.trim()));
         }

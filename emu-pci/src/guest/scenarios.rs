@@ -315,10 +315,9 @@ impl Tier {
             ));
         }
         self.cmd(&format!(
-            "ip addr add {GUEST_IP}/24 dev eth0 && ip link set eth0 up && \
-             for i in $(seq 50); do grep -q 1 /sys/class/net/eth0/carrier && exit 0; sleep 0.1; done; exit 1"
-        ))
-        .map(|_| ())
+            "ip addr add {GUEST_IP}/24 dev eth0 && ip link set eth0 up"
+        ))?;
+        self.wait_guest("grep -q 1 /sys/class/net/eth0/carrier", "eth0's carrier")
     }
 
     /// `ip link set up` and pings both ways' counters equal.
@@ -366,7 +365,8 @@ impl Tier {
         // Peer to guest.
         let data: Vec<u8> = (0..N).map(|i| (i * 7 + i / 4099) as u8).collect();
         let want = md5_hex(&data);
-        self.cmd("(sleep 300 | nc -l -p 5002 > /tmp/rx &) ; sleep 0.2")?;
+        // The peer retries its connection until the listener is up.
+        self.cmd("(sleep 300 | nc -l -p 5002 > /tmp/rx &)")?;
         let send = self
             .peer
             .tcp_send(GUEST_IP, 5002, data, Duration::from_secs(120));
@@ -409,7 +409,7 @@ impl Tier {
             .map(|p| format!("(sleep 300 | nc -l -p {p} > /tmp/rss{p} &)"))
             .collect::<Vec<_>>()
             .join("; ");
-        self.cmd(&format!("{cmd}; sleep 0.3"))?;
+        self.cmd(&cmd)?;
         let mut predicted = BTreeMap::new();
         for &p in &ports {
             let data = vec![p as u8; 128 << 10];
@@ -474,6 +474,29 @@ impl Tier {
             queues,
             predicted.values().collect::<Vec<_>>()
         ))
+    }
+
+    /// Waits until the guest command `check` exits 0, asking every half
+    /// second from here (a loop of `sleep`s in the guest has been seen to
+    /// stall under TCG on a busy host: emu-pci/README.md); at the deadline
+    /// fails naming `what` and the last output.
+    pub(super) fn wait_guest(&mut self, check: &str, what: &str) -> Result<(), String> {
+        let t0 = Instant::now();
+        loop {
+            let last = match self.vm.console.run(check, HANG) {
+                Ok(o) if o.ok() => return Ok(()),
+                Ok(o) => o.text,
+                Err(e) => return Err(format!("waiting for {what}: {e}")),
+            };
+            if t0.elapsed() > HANG {
+                return Err(format!(
+                    "{what}: not after {} (`{check}` last printed {:?})",
+                    fmt_dur(t0.elapsed()),
+                    last.trim()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
 
     /// Waits until the guest's file `path` holds `n` bytes, asking every
