@@ -1,4 +1,4 @@
-//! The control channel on the guest's second serial port: the host sends
+//! The control channel on the guest's virtio console (hvc0): the host sends
 //! `<id> <command>` lines, the guest's init runs each with `sh -c` and
 //! answers with the output and `@@END <id> <status>`.
 

@@ -1,6 +1,6 @@
 //! The guest harness: a busybox initramfs with the kernel's modules, QEMU
 //! (from the cached trixie chroot) with the device attached, and the
-//! serial control channel.
+//! control channel (a virtio console).
 
 pub mod console;
 pub mod dpdk;

@@ -427,8 +427,6 @@ impl Vm {
             format!("file:{}", run.guest_path("console.log")),
             "-chardev".into(),
             format!("socket,id=ctl,path={}", run.guest_path("ctl.sock")),
-            "-serial".into(),
-            "chardev:ctl".into(),
         ];
         if let Some(s) = &opts.vfio_socket {
             args.push("-device".into());
@@ -436,6 +434,19 @@ impl Vm {
                 r#"{{"driver":"vfio-user-pci","socket":{{"path":"{s}","type":"unix"}}}}"#
             ));
         }
+        // The control channel is a virtio console (the guest's hvc0), not a
+        // second 16550: under TCG on a busy host a command's answer on ttyS1
+        // has been seen never to arrive while the guest ran on
+        // (emu-pci/README.md). Its own slot, after the function's 00:01.0.
+        args.extend(
+            [
+                "-device",
+                "virtio-serial-pci,id=vser,addr=0x6",
+                "-device",
+                "virtconsole,bus=vser.0,chardev=ctl",
+            ]
+            .map(String::from),
+        );
         // MANA_GUEST_QEMU_ARGS: more QEMU arguments, split at whitespace
         // (`-trace enable=vfio_user_*` to see the vfio-user messages).
         if let Ok(extra) = std::env::var("MANA_GUEST_QEMU_ARGS") {
