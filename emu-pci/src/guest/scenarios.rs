@@ -476,52 +476,65 @@ impl Tier {
         ))
     }
 
-    /// Waits until the guest command `check` exits 0, asking every half
-    /// second from here (a loop of `sleep`s in the guest has been seen to
-    /// stall under TCG on a busy host: emu-pci/README.md); at the deadline
-    /// fails naming `what` and the last output.
-    pub(super) fn wait_guest(&mut self, check: &str, what: &str) -> Result<(), String> {
+    /// Asks `done` every half second from here until it says so (a loop of
+    /// `sleep`s in the guest has been seen to stall under TCG on a busy
+    /// host: emu-pci/README.md). `Some(time waited)` if [`HANG`] passed
+    /// first.
+    fn poll(
+        &mut self,
+        mut done: impl FnMut(&mut Tier) -> Result<bool, String>,
+    ) -> Result<Option<String>, String> {
         let t0 = Instant::now();
-        loop {
-            let last = match self.vm.console.run(check, HANG) {
-                Ok(o) if o.ok() => return Ok(()),
-                Ok(o) => o.text,
-                Err(e) => return Err(format!("waiting for {what}: {e}")),
-            };
+        while !done(self)? {
             if t0.elapsed() > HANG {
-                return Err(format!(
-                    "{what}: not after {} (`{check}` last printed {:?})",
-                    fmt_dur(t0.elapsed()),
-                    last.trim()
-                ));
+                return Ok(Some(fmt_dur(t0.elapsed())));
             }
             std::thread::sleep(Duration::from_millis(500));
         }
+        Ok(None)
     }
 
-    /// Waits until the guest's file `path` holds `n` bytes, asking every
-    /// half second; at the deadline (a hang, not a slow guest) fails with
-    /// the sizes seen and [`Self::stall_report`].
-    fn wait_guest_bytes(&mut self, path: &str, n: usize) -> Result<(), String> {
-        let t0 = Instant::now();
-        let mut seen = Vec::new();
-        loop {
-            let out = self.cmd(&format!("wc -c < {path}"))?;
-            let got: usize = out.trim().parse().unwrap_or(0);
-            if got >= n {
-                return Ok(());
+    /// Waits until the guest command `check` exits 0; at the deadline fails
+    /// naming `what` and the last output.
+    pub(super) fn wait_guest(&mut self, check: &str, what: &str) -> Result<(), String> {
+        let mut last = String::new();
+        let late = self.poll(|t| match t.vm.console.run(check, HANG) {
+            Ok(o) if o.ok() => Ok(true),
+            Ok(o) => {
+                last = o.text;
+                Ok(false)
             }
+            Err(e) => Err(format!("waiting for {what}: {e}")),
+        })?;
+        match late {
+            None => Ok(()),
+            Some(waited) => Err(format!(
+                "{what}: not after {waited} (`{check}` last printed {:?})",
+                last.trim()
+            )),
+        }
+    }
+
+    /// Waits until the guest's file `path` holds `n` bytes; at the deadline
+    /// (a hang, not a slow guest) fails with the sizes seen and
+    /// [`Self::stall_report`].
+    fn wait_guest_bytes(&mut self, path: &str, n: usize) -> Result<(), String> {
+        let mut seen: Vec<usize> = Vec::new();
+        let late = self.poll(|t| {
+            let out = t.cmd(&format!("wc -c < {path}"))?;
+            let got: usize = out.trim().parse().unwrap_or(0);
             if seen.last() != Some(&got) {
                 seen.push(got);
             }
-            if t0.elapsed() > HANG {
-                return Err(format!(
-                    "{path}: {got} of {n} bytes after {} (sizes seen {seen:?})\n{}",
-                    fmt_dur(t0.elapsed()),
-                    self.stall_report()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(500));
+            Ok(got >= n)
+        })?;
+        match late {
+            None => Ok(()),
+            Some(waited) => Err(format!(
+                "{path}: {} of {n} bytes after {waited} (sizes seen {seen:?})\n{}",
+                seen.last().copied().unwrap_or(0),
+                self.stall_report()
+            )),
         }
     }
 
