@@ -37,6 +37,24 @@ fn every_rss_group_macro_configures_and_hashes_what_it_names() {
     assert!(!out.contains("invalid rss_hf"), "{out}");
 }
 
+/// The link event of `rte_eth_dev_stop` is raised before the stop returns,
+/// on the caller's thread, with the link already down: an application (as
+/// net_failsafe does) may stop and close holding a lock its LSC callback
+/// takes, and an event still waiting for the alarm thread at close would
+/// wait on it while close waits for the event (a hang), or be lost.
+#[test]
+fn the_stop_link_event_is_raised_before_stop_returns() {
+    let (out, ok, _env) = run("lsc-stop-close");
+    assert!(ok, "{out}");
+    assert!(out.contains("EVENTS-AFTER-START 1\n"), "{out}");
+    assert!(
+        out.contains("EVENTS-AFTER-STOP 2 ON-MAIN-THREAD 1 LINK down\n"),
+        "{out}"
+    );
+    // Nothing late once the alarm thread runs again.
+    assert!(out.contains("EVENTS-AFTER-CLOSE 2\n"), "{out}");
+}
+
 /// An application that exits with its port started (rte_eal_cleanup runs
 /// the PCI remove): the driver stops and closes the port itself, so the
 /// device's queues are destroyed before the process ends.

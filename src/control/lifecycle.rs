@@ -5,7 +5,7 @@
 
 use crate::control::error::{Error, Result};
 use crate::control::handoff::Phase;
-use crate::control::link;
+use crate::control::link::{self, Tell};
 use crate::control::port::{install_bursts, Ctrl, Port};
 use crate::control::queues::{self, Plan};
 use crate::control::scatter::{self, frame_len};
@@ -232,7 +232,8 @@ pub fn start(p: &Port) -> Result<()> {
     ctrl.started = true;
     // SAFETY: our live ethdev; the queues are attached.
     unsafe { install_bursts(p.eth_dev, true) };
-    publish_states(p, &ctrl, true);
+    publish_queue_states(p, &ctrl, true);
+    link::set_started(p, true, Tell::Later);
     link::watch(p);
     // SAFETY: the port's data, under the control lock.
     queues::open_gates(&ctrl, unsafe { &mut *p.data_ptr() });
@@ -270,8 +271,10 @@ pub fn stop(p: &Port) {
     ctrl.started = false;
     // SAFETY: our live ethdev.
     unsafe { install_bursts(p.eth_dev, false) };
-    publish_states(p, &ctrl, false);
+    publish_queue_states(p, &ctrl, false);
     link::unwatch(p);
+    drop(ctrl);
+    link::set_started(p, false, Tell::Now);
 }
 
 /// Stops the data path and destroys the queues' verbs objects.
@@ -317,14 +320,12 @@ pub fn close(p: &Port) {
 /// reads it: up while the port is started and not recovering from a reset,
 /// with what its kernel netdev says of carrier and speed (`control::link`).
 pub fn publish_link(p: &Port) -> c_int {
-    let up = p.data().dev_started() != 0 && p.reset.phase() == Phase::Active;
-    link::publish(p, up)
+    link::refresh(p, p.reset.phase() == Phase::Active)
 }
 
-/// Link status and queue states follow the port state; a queue set up with
+/// Queue states follow the port state; a queue set up with
 /// deferred start stays stopped until `rte_eth_dev_*_queue_start`.
-fn publish_states(p: &Port, ctrl: &Ctrl, up: bool) {
-    link::publish(p, up);
+fn publish_queue_states(p: &Port, ctrl: &Ctrl, up: bool) {
     fn set<Q: Kind>(d: *mut ffi::rte_eth_dev_data, set: &QueueSet<Q>, up: bool) {
         for (i, q) in set.iter() {
             let started = up && !q.deferred_start();

@@ -11,9 +11,10 @@
 //! With `intr_conf.lsc` the application gets `RTE_ETH_EVENT_INTR_LSC`
 //! whenever the reported link changes: at start and stop, when a reset's
 //! recovery begins and ends, and when the netdev's carrier or speed changes
-//! (polled while the port is started). Events are raised from an EAL alarm,
-//! on the interrupt thread, with no driver lock held: the callback may call
-//! back into the driver.
+//! (polled while the port is started). Events are raised with no driver
+//! lock held, as the callback may call back into the driver: from an EAL
+//! alarm on the interrupt thread, except the one of `dev_stop`, raised
+//! before it returns so that none is in flight when the port is closed.
 
 use crate::control::port::Port;
 use crate::control::state::link_state::Published;
@@ -44,25 +45,66 @@ fn lsc_wanted(p: &Port) -> bool {
     p.data().dev_conf.intr_conf.lsc() != 0
 }
 
-/// Writes the link of a port whose state says `up` into its shared data
-/// (full duplex, fixed), and schedules an LSC event if it changed.
-pub fn publish(p: &Port, up: bool) -> std::ffi::c_int {
-    let mut last = p.link.last.lock();
-    last.state_up = up;
-    write(p, &mut last)
+/// How the event of a change reaches the application.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Tell {
+    /// From an EAL alarm: the caller may hold locks the callbacks take.
+    Later,
+    /// Before the call returns, with no driver lock held, together with
+    /// any change still waiting for its alarm.
+    Now,
 }
 
-fn write(p: &Port, last: &mut Published) -> std::ffi::c_int {
+/// The port was started or stopped (`dev_start`, `dev_stop`): writes its
+/// link and tells the application if it changed.
+///
+/// `dev_stop` tells now: an event still in flight when the application
+/// closes the port could wait on a lock the closing thread holds while
+/// `close` waits for the event (net_failsafe closes its sub-devices holding
+/// the lock its LSC callback takes).
+pub fn set_started(p: &Port, started: bool, tell: Tell) -> std::ffi::c_int {
+    let (ret, now) = {
+        let mut last = p.link.last.lock();
+        last.started = started;
+        last.state_up = started;
+        write(p, &mut last, tell)
+    };
+    if now {
+        raise(p);
+    }
+    ret
+}
+
+/// Writes the link of a started port that is `active` (not recovering
+/// from a reset) as up; tells the application from an alarm.
+pub fn refresh(p: &Port, active: bool) -> std::ffi::c_int {
+    let mut last = p.link.last.lock();
+    last.state_up = last.started && active;
+    write(p, &mut last, Tell::Later).0
+}
+
+/// Writes the link into the port's shared data (full duplex, fixed) and
+/// schedules or claims its event if it changed; true: raise it now.
+fn write(p: &Port, last: &mut Published, tell: Tell) -> (std::ffi::c_int, bool) {
     let (up, speed) = current(p, last.state_up);
     // Full duplex, fixed (RTE_ETH_LINK_FULL_DUPLEX, RTE_ETH_LINK_FIXED).
     let link = compat::eth_link(speed, true, false, up);
     // SAFETY: our live ethdev.
     let ret = unsafe { ffi::mana_shim_linkstatus_set(p.eth_dev, &link) };
-    let was = std::mem::replace(&mut last.link, (up, speed));
-    if was != (up, speed) && lsc_wanted(p) {
-        alarm(p, 1, on_change);
+    let changed = std::mem::replace(&mut last.link, (up, speed)) != (up, speed);
+    if !lsc_wanted(p) {
+        return (ret, false);
     }
-    ret
+    match tell {
+        // The alarm finds nothing pending and raises nothing.
+        Tell::Now => (ret, changed | std::mem::take(&mut last.pending)),
+        Tell::Later => {
+            if changed && !std::mem::replace(&mut last.pending, true) {
+                alarm(p, 1, on_change);
+            }
+            (ret, false)
+        }
+    }
 }
 
 /// Starts polling the netdev of a started port (with `intr_conf.lsc`).
@@ -81,6 +123,8 @@ pub fn unwatch(p: &Port) {
 /// unless called from one of them.
 pub fn cancel(p: &Port) {
     unwatch(p);
+    // An alarm not yet running raises nothing after this.
+    p.link.last.lock().pending = false;
     for cb in [on_change as extern "C" fn(*mut c_void), on_poll] {
         // SAFETY: cancels our own alarms with this port's argument;
         // EAL waits for one running on another thread.
@@ -108,19 +152,26 @@ fn port_of(arg: *mut c_void) -> Option<std::sync::Arc<Port>> {
     Port::lookup(u16::try_from(arg as usize).ok()?)
 }
 
-/// The published link changed: tell the application.
+/// The published link changed: tell the application, unless `dev_stop`
+/// or `dev_close` has since claimed the event.
 extern "C" fn on_change(arg: *mut c_void) {
     if let Some(p) = port_of(arg) {
-        // SAFETY: the port's ethdev is live (close cancels this alarm
-        // first); no driver lock is held, as the callback may re-enter.
-        unsafe {
-            ffi::rte_eth_dev_callback_process(
-                p.eth_dev,
-                ffi::RTE_ETH_EVENT_INTR_LSC,
-                std::ptr::null_mut(),
-            )
-        };
+        if std::mem::take(&mut p.link.last.lock().pending) {
+            raise(&p);
+        }
     }
+}
+
+fn raise(p: &Port) {
+    // SAFETY: the port's ethdev is live (close cancels the alarm first);
+    // no driver lock is held, as the callback may re-enter.
+    unsafe {
+        ffi::rte_eth_dev_callback_process(
+            p.eth_dev,
+            ffi::RTE_ETH_EVENT_INTR_LSC,
+            std::ptr::null_mut(),
+        )
+    };
 }
 
 /// Re-reads the netdev of a started port.
@@ -129,6 +180,6 @@ extern "C" fn on_poll(arg: *mut c_void) {
     if !p.link.polling.load(Ordering::Acquire) {
         return;
     }
-    write(&p, &mut p.link.last.lock());
+    write(&p, &mut p.link.last.lock(), Tell::Later);
     alarm(&p, POLL_US, on_poll);
 }

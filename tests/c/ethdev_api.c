@@ -26,6 +26,15 @@
  *     Configures and starts the port, then calls rte_eal_cleanup() with the
  *     port still started, as an application that simply exits does.
  *       CLEANUP <ret>
+ *
+ *   ethdev_api lsc-stop-close <EAL args...>
+ *     net_failsafe's pattern: an LSC callback that takes a recursive lock
+ *     the application holds while it stops and closes the port. The EAL
+ *     alarm thread is kept busy from before the stop until after the
+ *     close, so an event left to an alarm is late or lost:
+ *       EVENTS-AFTER-START <n>
+ *       EVENTS-AFTER-STOP <n> ON-MAIN-THREAD <0|1> LINK <up|down>
+ *       EVENTS-AFTER-CLOSE <n>   (once the alarm thread ran again)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,6 +43,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
+#include <rte_alarm.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -337,6 +349,89 @@ static void bad_input(uint16_t port, struct rte_mempool *pool)
 	rte_eth_dev_close(port);
 }
 
+static pthread_mutex_t app_lock;
+static int lsc_events, alarm_busy, alarm_release, alarms_ran;
+static int lsc_on_main, lsc_link_up = -1;
+static pthread_t main_thread;
+
+static int on_lsc(uint16_t port, enum rte_eth_event_type type, void *arg, void *out)
+{
+	struct rte_eth_link link;
+
+	(void)type, (void)arg, (void)out;
+	pthread_mutex_lock(&app_lock);
+	memset(&link, 0, sizeof(link));
+	rte_eth_link_get_nowait(port, &link);
+	lsc_link_up = link.link_status;
+	lsc_on_main = pthread_equal(pthread_self(), main_thread);
+	__atomic_add_fetch(&lsc_events, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&app_lock);
+	return 0;
+}
+
+static void hold_alarm_thread(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&alarm_busy, 1, __ATOMIC_SEQ_CST);
+	while (!__atomic_load_n(&alarm_release, __ATOMIC_SEQ_CST))
+		rte_delay_us_sleep(1000);
+}
+
+static void count_alarm(void *arg)
+{
+	(void)arg;
+	__atomic_add_fetch(&alarms_ran, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Waits (60 s deadline: a hang) until *v reaches want. */
+static int wait_for(const char *what, int *v, int want)
+{
+	int i;
+
+	for (i = 0; i < 60000; i++) {
+		if (__atomic_load_n(v, __ATOMIC_SEQ_CST) >= want)
+			return 0;
+		rte_delay_us_sleep(1000);
+	}
+	printf("DEADLINE %s: %d of %d\n", what, __atomic_load_n(v, __ATOMIC_SEQ_CST), want);
+	return -1;
+}
+
+static int lsc_stop_close(uint16_t port, struct rte_mempool *pool)
+{
+	pthread_mutexattr_t attr;
+	int ret;
+
+	main_thread = pthread_self();
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&app_lock, &attr);
+	rte_eth_dev_callback_register(port, RTE_ETH_EVENT_INTR_LSC, on_lsc, NULL);
+	ret = conf_rx(port, 1, RTE_ETH_MQ_RX_NONE, 1);
+	ret = ret ? ret : rte_eth_rx_queue_setup(port, 0, 256, 0, NULL, pool);
+	ret = ret ? ret : rte_eth_tx_queue_setup(port, 0, 256, 0, NULL);
+	ret = ret ? ret : rte_eth_dev_start(port);
+	if (ret != 0 || wait_for("start event", &lsc_events, 1) != 0)
+		return 1;
+	printf("EVENTS-AFTER-START %d\n", __atomic_load_n(&lsc_events, __ATOMIC_SEQ_CST));
+	rte_eal_alarm_set(1, hold_alarm_thread, NULL);
+	if (wait_for("alarm thread held", &alarm_busy, 1) != 0)
+		return 1;
+	pthread_mutex_lock(&app_lock);
+	rte_eth_dev_stop(port);
+	printf("EVENTS-AFTER-STOP %d ON-MAIN-THREAD %d LINK %s\n",
+	       __atomic_load_n(&lsc_events, __ATOMIC_SEQ_CST), lsc_on_main,
+	       lsc_link_up == 1 ? "up" : lsc_link_up == 0 ? "down" : "none");
+	rte_eth_dev_close(port);
+	pthread_mutex_unlock(&app_lock);
+	__atomic_store_n(&alarm_release, 1, __ATOMIC_SEQ_CST);
+	rte_eal_alarm_set(1, count_alarm, NULL);
+	if (wait_for("alarm thread free", &alarms_ran, 1) != 0)
+		return 1;
+	printf("EVENTS-AFTER-CLOSE %d\n", __atomic_load_n(&lsc_events, __ATOMIC_SEQ_CST));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -383,6 +478,9 @@ int main(int argc, char **argv)
 		printf("LPBK1 %d", ret);
 		conf.lpbk_mode = 0;
 		printf(" LPBK0 %d\n", rte_eth_dev_configure(port, 1, 1, &conf));
+	} else if (strcmp(mode, "lsc-stop-close") == 0) {
+		if (lsc_stop_close(port, pool) != 0)
+			return 1;
 	} else if (strcmp(mode, "exit-started") == 0) {
 		ret = setup(port, pool, RTE_ETH_RSS_IP, 1);
 		printf("START %d\n", ret);

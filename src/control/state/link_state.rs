@@ -17,6 +17,11 @@ pub struct LinkState {
 pub struct Published {
     /// What the port state says (started and not recovering).
     pub state_up: bool,
+    /// Started, as `dev_start` and `dev_stop` last said (ethdev's
+    /// `dev_started` changes only after they return).
+    pub started: bool,
+    /// A change is waiting for its event on the EAL alarm.
+    pub pending: bool,
     /// The link written into the port's data: status and Mbit/s (down, as
     /// ethdev starts it, before the first).
     pub link: (bool, u32),
