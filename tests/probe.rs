@@ -134,7 +134,22 @@ fn the_pf_id_is_matched_and_bad_devargs_fail_the_probe_with_the_reason() {
         &["-a", "7870:00:00.0,foo=1"],
     );
     assert!(
-        log.contains("unknown key 'foo' (the only accepted key is mac=<mac_addr>"),
+        log.contains(
+            "net_mana: 7870:00:00.0: invalid devargs 'foo=1': foo=1: unknown key 'foo' \
+             (the accepted keys are mac=<mac_addr> and rx_path=auto|scalar|vector"
+        ),
+        "{log}"
+    );
+    let log = testpmd(
+        &root,
+        &format!("mana-devargs-{}", std::process::id()),
+        &["-a", "7870:00:00.0,rx_path=fast"],
+    );
+    assert!(
+        log.contains(
+            "net_mana: 7870:00:00.0: invalid devargs 'rx_path=fast': rx_path=fast: \
+             unknown receive path (use auto, scalar or vector"
+        ),
         "{log}"
     );
     std::fs::remove_dir_all(&root).unwrap();
@@ -150,7 +165,7 @@ fn pmdinfo_lists_ids_params_and_kernel_modules() {
     assert!(out.status.success(), "{text}");
     for needle in [
         "\"name\": \"net_mana\"",
-        "\"params\": \"mac=<mac_addr>\"",
+        "\"params\": \"mac=<mac_addr> rx_path=<auto|scalar|vector>\"",
         "\"kmod\": \"* ib_uverbs & mana_ib\"",
         "\"device\": \"00ba\"",
         "\"device\": \"00b9\"",

@@ -135,7 +135,9 @@ pub fn setup_rx(
             frame_len(d.mtu)
         );
     }
-    let path = RxPathWish::from_env()
+    let path = p
+        .rx_path
+        .map_or_else(RxPathWish::from_env, Ok)
         .and_then(|wish| RxPath::choose(wish, segs))
         .map_err(|e| at(Error::invalid(e)))?;
     debug!("{}: rx queue {qid}: {path:?} receive path", p.name);

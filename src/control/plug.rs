@@ -11,6 +11,7 @@ use crate::control::state::limits::Limits;
 use crate::control::state::mr_registry::Registry;
 use crate::control::state::reset_state::Reset;
 use crate::control::state::shared::Shared;
+use crate::dataplane::rxq::RxPathWish;
 use crate::ffi;
 use crate::hw::sysfs::{PciAddr, PortNetdev};
 use crate::hw::verbs::{DeviceInfo, DeviceList};
@@ -29,6 +30,8 @@ pub struct PortSpec {
     pub ib_port: u32,
     pub netdev: PortNetdev,
     pub attr: ffi::ibv_device_attr_ex,
+    /// The receive loop the device arguments ask for (`rx_path=`).
+    pub rx_path: Option<RxPathWish>,
 }
 
 /// Undoes a port creation that did not finish (drop while armed).
@@ -66,6 +69,7 @@ pub fn create(
         ib_port,
         netdev,
         attr,
+        rx_path,
     } = spec;
     let device = Device::open(list, ib_index, ib_port)?;
     let cname = CString::new(name.clone()).map_err(|_| Error::invalid("NUL in the port name"))?;
@@ -123,6 +127,7 @@ pub fn create(
         on_device_fatal: crate::control::reset::on_device_fatal,
         unknown_events: std::sync::atomic::AtomicU64::new(0),
         link: Default::default(),
+        rx_path,
     });
     port.set_ctx(ctx);
     // SAFETY: the ethdev is ours until probing_finish publishes it.

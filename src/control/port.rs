@@ -13,7 +13,7 @@ use crate::control::state::reset_state::Reset;
 use crate::control::state::rss_conf::Rss;
 use crate::control::state::shared::Shared;
 use crate::dataplane::queue::ControlToken;
-use crate::dataplane::rxq::{self, RxQueue};
+use crate::dataplane::rxq::{self, RxPathWish, RxQueue};
 use crate::dataplane::tx_prepare;
 use crate::dataplane::txq::{self, TxQueue};
 use crate::ffi::{self, compat};
@@ -110,6 +110,9 @@ pub struct Port {
     pub unknown_events: std::sync::atomic::AtomicU64,
     /// The link last reported, for link status change events.
     pub link: LinkState,
+    /// The receive loop the device arguments ask for; else the
+    /// environment's (`NET_MANA_RX_PATH`).
+    pub rx_path: Option<RxPathWish>,
 }
 
 // SAFETY: the raw eth_dev pointer refers to DPDK's static device array,

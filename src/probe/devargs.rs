@@ -9,8 +9,11 @@
 //! Grammar (stricter and more helpful than the upstream C driver, which only
 //! says `-EINVAL`):
 //!
-//! * arguments are `key=value` pairs separated by single commas; the only key
-//!   is `mac`, repeatable, up to [`MAX_MACS`] addresses in total;
+//! * arguments are `key=value` pairs separated by single commas; the keys
+//!   are `mac`, repeatable, up to [`MAX_MACS`] addresses in total, and
+//!   `rx_path` (`auto`, `scalar` or `vector`: the receive loop of the
+//!   device's queues, as `NET_MANA_RX_PATH` chooses it for every device),
+//!   at most once;
 //! * a value may also be a DPDK kvargs bracket list, `mac=[m1,m2]`; commas
 //!   inside brackets do not separate arguments;
 //! * ASCII whitespace around keys, values and list items is trimmed: it can
@@ -37,8 +40,38 @@ use std::fmt;
 /// (`hw::sysfs::MAX_PORTS`; this module stays self-contained for the fuzzer).
 pub const MAX_MACS: usize = 8;
 
-/// The only key the driver accepts.
 const MAC_KEY: &str = "mac";
+const RX_PATH_KEY: &str = "rx_path";
+
+/// The keys, for messages.
+const KEYS_HINT: &str = "the accepted keys are mac=<mac_addr> and rx_path=auto|scalar|vector";
+
+/// A data-path loop asked for by a device argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathChoice {
+    Auto,
+    Scalar,
+    Vector,
+}
+
+impl PathChoice {
+    fn parse(v: &str) -> Option<PathChoice> {
+        match v {
+            "auto" => Some(PathChoice::Auto),
+            "scalar" => Some(PathChoice::Scalar),
+            "vector" => Some(PathChoice::Vector),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            PathChoice::Auto => "auto",
+            PathChoice::Scalar => "scalar",
+            PathChoice::Vector => "vector",
+        }
+    }
+}
 
 /// Example used in error hints, so every message shows the same address.
 const EXAMPLE_MAC: &str = "00:0d:3a:76:3b:d0";
@@ -57,7 +90,18 @@ pub enum DevargsError {
         /// The pair as written (trimmed).
         pair: String,
     },
-    /// A key other than `mac` (also an empty key, `=00:0d:...`).
+    /// A value of `rx_path` other than `auto`, `scalar` or `vector`.
+    UnknownPath {
+        /// The pair as written (trimmed).
+        pair: String,
+    },
+    /// `rx_path` given twice.
+    RepeatedKey {
+        /// The second pair as written (trimmed).
+        pair: String,
+    },
+    /// A key other than `mac` and `rx_path` (also an empty key,
+    /// `=00:0d:...`).
     UnknownKey {
         /// The pair as written (trimmed).
         pair: String,
@@ -123,14 +167,21 @@ impl fmt::Display for DevargsError {
             ),
             Self::MissingEquals { pair } => write!(
                 f,
-                "{pair}: missing '=' (arguments are key=value; the only accepted key \
-                 is mac=<mac_addr>, e.g. mac={EXAMPLE_MAC})"
+                "{pair}: missing '=' (arguments are key=value; {KEYS_HINT}, \
+                 e.g. mac={EXAMPLE_MAC})"
             ),
             Self::UnknownKey { pair, key } => write!(
                 f,
-                "{pair}: unknown key '{key}' (the only accepted key is mac=<mac_addr>, \
-                 e.g. mac={EXAMPLE_MAC})"
+                "{pair}: unknown key '{key}' ({KEYS_HINT}, e.g. mac={EXAMPLE_MAC})"
             ),
+            Self::UnknownPath { pair } => write!(
+                f,
+                "{pair}: unknown receive path (use auto, scalar or vector; auto takes \
+                 the vector loop where the CPU has AVX2)"
+            ),
+            Self::RepeatedKey { pair } => {
+                write!(f, "{pair}: rx_path given twice (give it once)")
+            }
             Self::EmptyValue { pair } => write!(
                 f,
                 "{pair}: empty value (give a MAC address, e.g. mac={EXAMPLE_MAC}, or \
@@ -182,13 +233,15 @@ impl fmt::Display for DevargsError {
 
 impl std::error::Error for DevargsError {}
 
-/// Parsed device arguments: the optional set of port MACs to probe.
+/// Parsed device arguments: the optional set of port MACs to probe, and
+/// the receive loop asked for.
 ///
 /// Fixed-size storage: at most [`MAX_MACS`] addresses, no heap.
 #[derive(Clone, Copy, Default)]
 pub struct Devargs {
     macs: [MacAddr; MAX_MACS],
     len: usize,
+    rx_path: Option<PathChoice>,
 }
 
 impl Devargs {
@@ -215,6 +268,23 @@ impl Devargs {
         self.macs.get(..self.len).unwrap_or(&[])
     }
 
+    /// The receive loop asked for, if `rx_path` was given.
+    #[must_use]
+    pub fn rx_path(&self) -> Option<PathChoice> {
+        self.rx_path
+    }
+
+    /// The arguments in their canonical form (`mac=` in lower case with
+    /// colons, in order, then `rx_path=`); parsing it gives the same.
+    #[must_use]
+    pub fn canonical(&self) -> String {
+        let macs = self.macs().iter().map(|m| format!("{MAC_KEY}={m}"));
+        let path = self
+            .rx_path
+            .map(|p| format!("{RX_PATH_KEY}={}", p.as_str()));
+        macs.chain(path).collect::<Vec<_>>().join(",")
+    }
+
     /// Whether the port with this MAC should be probed: true when no filter
     /// was given or the MAC is listed.
     #[must_use]
@@ -235,6 +305,17 @@ impl Devargs {
             });
         };
         let (key, value) = (trim(key), trim(value));
+        if key == RX_PATH_KEY {
+            let choice = PathChoice::parse(value).ok_or_else(|| DevargsError::UnknownPath {
+                pair: pair.to_owned(),
+            })?;
+            if self.rx_path.replace(choice).is_some() {
+                return Err(DevargsError::RepeatedKey {
+                    pair: pair.to_owned(),
+                });
+            }
+            return Ok(());
+        }
         if key != MAC_KEY {
             return Err(DevargsError::UnknownKey {
                 pair: pair.to_owned(),
@@ -298,7 +379,7 @@ impl Devargs {
 
 impl PartialEq for Devargs {
     fn eq(&self, other: &Self) -> bool {
-        self.macs() == other.macs()
+        self.macs() == other.macs() && self.rx_path == other.rx_path
     }
 }
 
@@ -308,6 +389,7 @@ impl fmt::Debug for Devargs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Devargs")
             .field("macs", &self.macs())
+            .field("rx_path", &self.rx_path)
             .finish()
     }
 }
@@ -511,6 +593,31 @@ mod tests {
     }
 
     #[test]
+    fn rx_path_beside_macs() {
+        for (s, want) in [
+            ("rx_path=auto", PathChoice::Auto),
+            (" rx_path = scalar ", PathChoice::Scalar),
+            ("mac=00:0d:3a:76:3b:d0,rx_path=vector", PathChoice::Vector),
+        ] {
+            let d = Devargs::parse(s).unwrap();
+            assert_eq!(d.rx_path(), Some(want), "{s}");
+            assert_eq!(Devargs::parse(&d.canonical()), Ok(d), "{s}");
+        }
+        let d = Devargs::parse("rx_path=scalar").unwrap();
+        assert!(d.macs().is_empty() && d.selects(&A), "no MAC filter");
+        assert_eq!(
+            Devargs::parse("mac=00:0d:3a:76:3b:d0").unwrap().rx_path(),
+            None
+        );
+        for bad in ["rx_path=", "rx_path=Vector", "rx_path=[scalar]"] {
+            assert!(
+                matches!(err(bad), DevargsError::UnknownPath { .. }),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn selects() {
         let d = Devargs::parse("mac=00:0d:3a:76:3b:d0").unwrap();
         assert!(d.selects(&A));
@@ -526,8 +633,17 @@ mod tests {
         );
         assert_eq!(
             msg("foo=1"),
-            "foo=1: unknown key 'foo' (the only accepted key is mac=<mac_addr>, \
-             e.g. mac=00:0d:3a:76:3b:d0)"
+            "foo=1: unknown key 'foo' (the accepted keys are mac=<mac_addr> and \
+             rx_path=auto|scalar|vector, e.g. mac=00:0d:3a:76:3b:d0)"
+        );
+        assert_eq!(
+            msg("rx_path=fast"),
+            "rx_path=fast: unknown receive path (use auto, scalar or vector; auto \
+             takes the vector loop where the CPU has AVX2)"
+        );
+        assert_eq!(
+            msg("rx_path=scalar,rx_path=vector"),
+            "rx_path=vector: rx_path given twice (give it once)"
         );
         assert_eq!(
             msg("mac="),
@@ -536,8 +652,9 @@ mod tests {
         );
         assert_eq!(
             msg("00:0d:3a:76:3b:d0"),
-            "00:0d:3a:76:3b:d0: missing '=' (arguments are key=value; the only \
-             accepted key is mac=<mac_addr>, e.g. mac=00:0d:3a:76:3b:d0)"
+            "00:0d:3a:76:3b:d0: missing '=' (arguments are key=value; the accepted \
+             keys are mac=<mac_addr> and rx_path=auto|scalar|vector, e.g. \
+             mac=00:0d:3a:76:3b:d0)"
         );
         assert_eq!(
             msg("mac=00:0d:3a:76:3b:d0,,mac=00:0d:3a:76:3b:d1"),

@@ -5,12 +5,13 @@ pub mod devargs;
 mod diag;
 
 use crate::control::plug;
+use crate::dataplane::rxq::RxPathWish;
 use crate::ffi;
 use crate::hw::mac::MacAddr;
 use crate::hw::sysfs::{self, PciAddr};
 use crate::hw::verbs::{DeviceInfo, DeviceList};
 use ::log::{error, info, warn};
-use devargs::Devargs;
+use devargs::{Devargs, PathChoice};
 use std::ffi::{c_int, CStr};
 use std::path::Path;
 
@@ -221,6 +222,11 @@ fn probe_ports(
             ib_port,
             netdev,
             attr,
+            rx_path: devargs.rx_path().map(|c| match c {
+                PathChoice::Auto => RxPathWish::Auto,
+                PathChoice::Scalar => RxPathWish::Scalar,
+                PathChoice::Vector => RxPathWish::Vector,
+            }),
         };
         let name = spec.name.clone();
         plug::create(dev, list, spec, &crate::ethdev::OPS).map_err(|e| e.report(&name))?;

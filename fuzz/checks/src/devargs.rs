@@ -4,9 +4,10 @@
 //!
 //! `devargs` feeds it any text; `devargs_model` writes argument strings from
 //! a list of MACs in every accepted notation (case, separators, one-digit
-//! bytes, bracket lists, whitespace), sometimes with one defect, and checks
-//! the parser accepts exactly the valid ones, returns their MACs in order,
-//! and otherwise names the first problem from the left.
+//! bytes, bracket lists, whitespace) and an `rx_path=` anywhere, sometimes
+//! with one defect, and checks the parser accepts exactly the valid ones,
+//! returns their MACs in order and the path, and otherwise names the first
+//! problem from the left.
 
 use arbitrary::{Arbitrary, Unstructured};
 
@@ -14,7 +15,7 @@ use arbitrary::{Arbitrary, Unstructured};
 #[allow(dead_code)]
 mod parser;
 
-use parser::{Devargs, DevargsError, MacAddr, MAX_MACS};
+use parser::{Devargs, DevargsError, MacAddr, PathChoice, MAX_MACS};
 
 /// Target `devargs`: any UTF-8 text.
 pub fn check_text(data: &[u8]) {
@@ -38,6 +39,8 @@ pub fn check_text(data: &[u8]) {
                 DevargsError::EmptyPair { drv_str } => drv_str,
                 DevargsError::MissingEquals { pair }
                 | DevargsError::UnknownKey { pair, .. }
+                | DevargsError::UnknownPath { pair }
+                | DevargsError::RepeatedKey { pair }
                 | DevargsError::EmptyValue { pair }
                 | DevargsError::EmptyListItem { pair } => pair,
                 DevargsError::UnbalancedBracket { text, .. }
@@ -59,15 +62,18 @@ pub fn check_text(data: &[u8]) {
         Ok(d) => {
             let macs = d.macs();
             assert!(macs.len() <= MAX_MACS);
-            assert_eq!(macs.is_empty(), s.trim_ascii().is_empty(), "{s:?}");
+            assert_eq!(
+                macs.is_empty() && d.rx_path().is_none(),
+                s.trim_ascii().is_empty(),
+                "{s:?}"
+            );
             for (i, m) in macs.iter().enumerate() {
                 assert!(m.is_unicast() && !m.is_zero(), "{s:?}");
                 assert!(!macs[..i].contains(m), "duplicate accepted: {s:?}");
                 assert!(d.selects(m));
             }
             // Re-parsing the canonical form gives the same result.
-            let canon: Vec<String> = macs.iter().map(|m| format!("mac={m}")).collect();
-            assert_eq!(Devargs::parse(&canon.join(",")), Ok(d));
+            assert_eq!(Devargs::parse(&d.canonical()), Ok(d));
         }
     }
 }
@@ -138,7 +144,16 @@ enum Defect {
     EmptyList,
     EmptyListItem,
     InvalidMac,
+    UnknownPath,
+    /// A second `rx_path=auto`: wrong only after another one.
+    RepeatedPath,
 }
+
+const CHOICES: [(PathChoice, &str); 3] = [
+    (PathChoice::Auto, "auto"),
+    (PathChoice::Scalar, "scalar"),
+    (PathChoice::Vector, "vector"),
+];
 
 /// Target `devargs_model`.
 pub fn check_model(data: &[u8]) {
@@ -162,7 +177,7 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         macs.push(m);
     }
     // Written as pairs: `mac=<m>` or `mac=[<m>,<m>,...]`.
-    let mut pairs: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut pairs: Vec<(String, Vec<usize>, Option<PathChoice>)> = Vec::new();
     let mut i = 0;
     while i < n {
         let take = if bool::arbitrary(u)? {
@@ -196,7 +211,20 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             (t, (i..i + take).collect())
         };
         i += items.len();
-        pairs.push((text, items));
+        pairs.push((text, items, None));
+    }
+    // An `rx_path=` anywhere among them.
+    if bool::arbitrary(u)? {
+        let (choice, word) = CHOICES[usize::from(u8::arbitrary(u)?) % CHOICES.len()];
+        let at = usize::from(u8::arbitrary(u)?) % (pairs.len() + 1);
+        let text = format!(
+            "{}rx_path{}={}{word}{}",
+            space(u)?,
+            space(u)?,
+            space(u)?,
+            space(u)?
+        );
+        pairs.insert(at, (text, Vec::new(), Some(choice)));
     }
     let defect = if bool::arbitrary(u)? {
         Some((
@@ -216,6 +244,8 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             Defect::EmptyList => "mac=[ ]".to_string(),
             Defect::EmptyListItem => "mac=[ ,02:00:00:00:00:02]".to_string(),
             Defect::InvalidMac => "mac=00:0d:3a:76:3b".to_string(),
+            Defect::UnknownPath => "rx_path=fast".to_string(),
+            Defect::RepeatedPath => "rx_path=auto".to_string(),
         };
         texts.insert(at, t);
     }
@@ -224,11 +254,35 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
 
     // What the parser must say: the first problem from the left.
     let mut seen: Vec<[u8; 6]> = Vec::new();
+    let mut path: Option<PathChoice> = None;
     let mut want: Result<(), &str> = Ok(());
-    'pairs: for (p, (_, items)) in pairs.iter().enumerate() {
-        if let Some((_, at)) = defect {
+    // A second rx_path is refused where it stands.
+    fn take_path(path: &mut Option<PathChoice>, c: PathChoice) -> Result<(), &'static str> {
+        match path.replace(c) {
+            Some(_) => Err("repeated"),
+            None => Ok(()),
+        }
+    }
+    'pairs: for (p, (_, items, choice)) in pairs.iter().enumerate() {
+        if let Some((d, at)) = defect {
             if at == p {
-                want = Err("defect");
+                match d {
+                    Defect::RepeatedPath => {
+                        if let Err(e) = take_path(&mut path, PathChoice::Auto) {
+                            want = Err(e);
+                            break;
+                        }
+                    }
+                    _ => {
+                        want = Err("defect");
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(c) = choice {
+            if let Err(e) = take_path(&mut path, *c) {
+                want = Err(e);
                 break;
             }
         }
@@ -250,8 +304,13 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             break 'pairs;
         }
     }
-    if want.is_ok() && defect.is_some_and(|(_, at)| at == pairs.len()) {
-        want = Err("defect");
+    if want.is_ok() {
+        if let Some((d, _)) = defect.filter(|&(_, at)| at == pairs.len()) {
+            want = match d {
+                Defect::RepeatedPath => take_path(&mut path, PathChoice::Auto),
+                _ => Err("defect"),
+            };
+        }
     }
     // An empty pair at either end of a string with nothing else is the
     // empty string: no filter.
@@ -262,10 +321,12 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         (Ok(()), Ok(d)) => {
             let parsed: Vec<[u8; 6]> = d.macs().iter().map(|m| m.0).collect();
             assert_eq!(parsed, seen, "{s:?}");
+            assert_eq!(d.rx_path(), path, "{s:?}");
         }
         (Err(kind), Err(e)) => {
             let ok = match (kind, e) {
-                ("zero", DevargsError::ZeroMac { .. })
+                ("repeated", DevargsError::RepeatedKey { .. })
+                | ("zero", DevargsError::ZeroMac { .. })
                 | ("multicast", DevargsError::MulticastMac { .. })
                 | ("duplicate", DevargsError::DuplicateMac { .. })
                 | ("too many", DevargsError::TooManyMacs { .. }) => true,
@@ -284,6 +345,7 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
                             DevargsError::EmptyListItem { .. }
                         )
                         | (Some(Defect::InvalidMac), DevargsError::InvalidMac { .. })
+                        | (Some(Defect::UnknownPath), DevargsError::UnknownPath { .. })
                 ),
                 _ => false,
             };

@@ -39,8 +39,14 @@ fn generated(name: &str, n: usize) -> impl Iterator<Item = Vec<u8>> + '_ {
             for b in &mut v {
                 *b = DEVARGS_CHARS[usize::from(*b) % DEVARGS_CHARS.len()];
             }
-            if i % 2 == 0 {
-                v.splice(0..0, b"mac=".iter().copied());
+            match i % 4 {
+                0 | 2 => drop(v.splice(0..0, b"mac=".iter().copied())),
+                1 => {
+                    let word: &[u8] =
+                        [&b"rx_path=scalar,"[..], b"rx_path=vector", b"rx_path="][(i / 4) % 3];
+                    drop(v.splice(0..0, word.iter().copied()));
+                }
+                _ => {}
             }
         }
         v
