@@ -164,14 +164,16 @@ unsafe fn prepare_other(
     m: *mut rte_mbuf,
 ) -> Result<(), c_int> {
     const IP: u64 = ffi::RTE_MBUF_F_TX_IP_CKSUM;
-    // SAFETY (the three calls): the caller's.
     if kind == UDP4 | IP {
+        // SAFETY: the caller's.
         return unsafe { prepare_ipv4::<8, 6, true>(nb_segs, max_segs, m) };
     }
     if kind == TCP4 {
+        // SAFETY: the caller's.
         return unsafe { prepare_ipv4::<20, 16, false>(nb_segs, max_segs, m) };
     }
     if kind == UDP4 {
+        // SAFETY: the caller's.
         return unsafe { prepare_ipv4::<8, 6, false>(nb_segs, max_segs, m) };
     }
     // SAFETY: the caller gives us a valid mbuf.
@@ -465,9 +467,11 @@ mod tests {
             let mut results = Vec::new();
             for general in [false, true] {
                 let mut buf = bytes;
-                let mut m = rte_mbuf::default();
-                m.buf_addr = buf.as_mut_ptr().cast();
-                m.ol_flags = ol;
+                let mut m = rte_mbuf {
+                    buf_addr: buf.as_mut_ptr().cast(),
+                    ol_flags: ol,
+                    ..Default::default()
+                };
                 let p: *mut rte_mbuf = &mut m;
                 // SAFETY: `p` is a live mbuf on the stack over `buf`, whose
                 // 256 bytes hold data_off (< 32) + data_len (< 200).
