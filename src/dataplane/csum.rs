@@ -32,21 +32,24 @@ pub fn ipv4_pseudo(ip: &[u8]) -> u16 {
 }
 
 /// [`ipv4_pseudo`] as the two bytes the L4 checksum field takes (network
-/// order), computed with word loads: the address words are summed in the
-/// machine's byte order, which one's-complement addition allows, and the
-/// folded result stored as is.
+/// order), computed with word loads: the words are summed in the machine's
+/// byte order, which one's-complement addition allows, and the folded
+/// result stored as is.
 #[inline(always)]
 pub fn ipv4_pseudo_bytes(ip: &[u8; 20]) -> [u8; 2] {
-    let word = |i: usize| u64::from(u32::from_ne_bytes([ip[i], ip[i + 1], ip[i + 2], ip[i + 3]]));
     let ihl = u32::from(ip[0] & 0xf) * 4;
     let total = u32::from(u16::from_be_bytes([ip[2], ip[3]]));
     // Protocol and L4 length (below 2^17), in big-endian words in machine
     // order: byte-swapping a 32-bit value swaps each of its 16-bit words
     // and the two words' places, neither of which changes their sum.
     let tail = (u32::from(ip[9]) + total.saturating_sub(ihl)).to_be();
-    // At most 3 * (2^32 - 1): its two 32-bit halves added with the carry
-    // put back (no second carry: a sum that carries leaves at most 2).
-    let s = word(12) + word(16) + u64::from(tail);
+    // Both addresses in one load, the tail added with the carry put back (a
+    // sum that wraps is below `tail`: adding the carry cannot wrap again).
+    let [_, _, _, _, _, _, _, _, _, _, _, _, a @ ..] = *ip;
+    let (s, c) = u64::from_ne_bytes(a).overflowing_add(u64::from(tail));
+    let s = s + u64::from(c);
+    // 64 to 32 bits the same way (no second carry: a sum that carries
+    // leaves at most 2^32 - 2).
     let (v, c) = (s as u32).overflowing_add((s >> 32) as u32);
     let v = v + u32::from(c);
     // Then 32 to 16 bits: the upper half of `v + rotr(v, 16)` is the sum of

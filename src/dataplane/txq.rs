@@ -693,6 +693,21 @@ impl Memo {
         (ol & ASKED) | (t & 0xffff) | (u64::from(tci) << 16)
     }
 
+    /// Whether a packet (`m`, its flags `ol`) asks for the request of `key`
+    /// (the same WQE but for the SGE) without TSO: `key_of(ol, m) == key`
+    /// and no `TX_TCP_SEG`, compared field by field so that each compare
+    /// takes its operand straight from the mbuf (the key is taken apart
+    /// once per run, not built per packet).
+    #[inline(always)]
+    fn same(key: u64) -> impl Fn(*mut rte_mbuf, u64) -> bool {
+        let (flags, lens, tci) = (key & ASKED, key as u16, (key >> 16) as u16);
+        move |m, ol| {
+            // SAFETY: a valid mbuf handed to tx_burst.
+            let (t, c) = unsafe { (mbuf::tx_offload(m), mbuf::vlan_tci(m)) };
+            ol & (ASKED | ffi::RTE_MBUF_F_TX_TCP_SEG) == flags && t as u16 == lens && c == tci
+        }
+    }
+
     /// The OOB words and WQE shape for a packet that asks for checksum
     /// offload or VLAN insertion: the last packet's when it asked for the
     /// same (flags, header lengths and tag), else computed and remembered.
@@ -760,9 +775,9 @@ impl Fast<'_> {
             }
             let w = self.memo.words(ol, m, self.long_template);
             let oob = self.template | w.csum;
-            let reject = ffi::RTE_MBUF_F_TX_TCP_SEG;
-            // The same request as `m`'s: the same WQE but for the SGE.
-            let same = |m, ol| Memo::key_of(ol, m) == w.key;
+            // `same` rules TSO out with the flags.
+            let reject = 0;
+            let same = Memo::same(w.key);
             let rest = &pkts[done..];
             let k = if w.bu == 1 {
                 self.run_fixed::<1>(rest, bits::HDR_PLAIN, [oob, 0, 0], w.tag, reject, same)
@@ -1475,6 +1490,62 @@ mod tests {
                 assert_eq!((w.csum, w.long, w.bu, w.tag), want, "request {i}");
             }
         }
+    }
+
+    /// The per-packet test of an offload run equals comparing the packet's
+    /// whole key (and ruling out TSO), over random flags, header lengths and
+    /// tags against keys of requests that differ from them in one field or
+    /// none.
+    #[test]
+    fn the_field_wise_request_compare_equals_the_key_compare() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut same = 0;
+        for _ in 0..100_000 {
+            let r = next();
+            // Requests near each other: a few flag bits, small lengths.
+            let pick = |r: u64| {
+                let ol = ((r & 0x7f) << 50) | (((r >> 7) & 1) * ffi::RTE_MBUF_F_TX_VLAN);
+                let t = ((r >> 8) & 0x3) | (((r >> 10) & 0x3) << 7) | ((r >> 12) << 16);
+                (ol, t, ((r >> 40) & 0x3) as u16 | 0xe000)
+            };
+            let (ol, t, tci) = pick(r);
+            // The run's request: the same, or one field changed.
+            let (rol, rt, rtci) = match next() % 4 {
+                0 => (ol, t, tci),
+                1 => (pick(next()).0, t, tci),
+                2 => (ol, pick(next()).1, tci),
+                _ => (ol, t, pick(next()).2),
+            };
+            let mut ms = [rte_mbuf::default(), rte_mbuf::default()];
+            for (m, (ol, t, tci)) in ms.iter_mut().zip([(ol, t, tci), (rol, rt, rtci)]) {
+                m.ol_flags = ol;
+                let p: *mut rte_mbuf = m;
+                // SAFETY: `p` is a live mbuf on the stack.
+                unsafe {
+                    mbuf::set_tx_offload(p, t);
+                    mbuf::set_vlan_tci(p, tci);
+                }
+            }
+            let [mut m, mut run] = ms;
+            if rol & ffi::RTE_MBUF_F_TX_TCP_SEG != 0 || rol & ASKED == 0 {
+                continue; // never a run's request
+            }
+            let key = Memo::key_of(rol, &mut run);
+            let want = Memo::key_of(ol, &mut m) == key && ol & ffi::RTE_MBUF_F_TX_TCP_SEG == 0;
+            assert_eq!(
+                Memo::same(key)(&mut m, ol),
+                want,
+                "{ol:#x} {t:#x} {tci:#x} / {key:#x}"
+            );
+            same += u32::from(want);
+        }
+        assert!(same > 10_000, "{same} packets took");
     }
 
     /// The constant-OR encoding equals setting each field through the typed

@@ -118,6 +118,63 @@ impl WorkQueue {
     }
 }
 
+/// The first basic unit of a two-unit WQE (header and the 24-byte OOB),
+/// the same for every WQE of a run: on x86_64 two 16-byte values made
+/// once, kept in vector registers and written with two stores (the four
+/// words as scalars take four stores, and general registers the loop needs).
+#[derive(Clone, Copy)]
+struct FirstUnit {
+    #[cfg(target_arch = "x86_64")]
+    v: [std::arch::x86_64::__m128i; 2],
+    #[cfg(not(target_arch = "x86_64"))]
+    v: [u64; 4],
+}
+
+impl FirstUnit {
+    #[inline(always)]
+    fn new(header: u64, oob: [u64; 3]) -> FirstUnit {
+        let words = [
+            header.to_le(),
+            oob[0].to_le(),
+            oob[1].to_le(),
+            oob[2].to_le(),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::_mm_set_epi64x;
+            // SAFETY: SSE2 is part of the x86_64 baseline.
+            let v = unsafe {
+                [
+                    _mm_set_epi64x(words[1] as i64, words[0] as i64),
+                    _mm_set_epi64x(words[3] as i64, words[2] as i64),
+                ]
+            };
+            FirstUnit { v }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        FirstUnit { v: words }
+    }
+
+    /// # Safety
+    /// `w` points to 32 writable bytes (any alignment).
+    #[inline(always)]
+    unsafe fn write(self, w: *mut u64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's 32 bytes; SSE2 is part of the x86_64
+        // baseline, and the unaligned store takes any address.
+        unsafe {
+            use std::arch::x86_64::{__m128i, _mm_storeu_si128};
+            _mm_storeu_si128(w as *mut __m128i, self.v[0]);
+            _mm_storeu_si128(w.add(2) as *mut __m128i, self.v[1]);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        // SAFETY: the caller's 32 bytes, written unaligned.
+        unsafe {
+            ptr::write_unaligned(w as *mut [u64; 4], self.v)
+        };
+    }
+}
+
 /// The producer side of a [`WorkQueue`] during a burst (see
 /// [`WorkQueue::writer`]).
 pub struct WqWriter<'a> {
@@ -191,6 +248,7 @@ impl WqWriter<'_> {
         // (a power of two of at least 32 bytes) of the live WorkQueue this
         // cursor borrows.
         let base = unsafe { self.buf.add(self.head_offset()) } as *mut u64;
+        let first_unit = FirstUnit::new(header, oob);
         let mut k = 0;
         while k < n {
             let Some([a, b]) = sge(k) else { break };
@@ -198,11 +256,12 @@ impl WqWriter<'_> {
             // `k` lie before the ring's end.
             unsafe {
                 let w = base.add(k * BU as usize * (WQE_BU_SIZE / 8));
-                ptr::write_unaligned(w, header.to_le());
-                ptr::write_unaligned(w.add(1), oob[0].to_le());
+                if BU == 1 {
+                    ptr::write_unaligned(w, header.to_le());
+                    ptr::write_unaligned(w.add(1), oob[0].to_le());
+                }
                 if BU == 2 {
-                    ptr::write_unaligned(w.add(2), oob[1].to_le());
-                    ptr::write_unaligned(w.add(3), oob[2].to_le());
+                    first_unit.write(w);
                     ptr::write_unaligned(w.add(4), a.to_le());
                     ptr::write_unaligned(w.add(5), b.to_le());
                 } else {
