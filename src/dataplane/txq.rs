@@ -28,6 +28,8 @@ use std::ptr::{self, NonNull};
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod path;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod side_by_side;
 pub use path::{TxPath, TxPathWish};
 
 /// One burst's run of WQEs, recorded when posted: where it ends in the
