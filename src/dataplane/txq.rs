@@ -667,6 +667,7 @@ struct Fast<'w> {
     /// The last offload request `run_offload` saw (see [`Memo::words`]).
     memo: Memo,
     /// The plain run takes groups of four with the vector step.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     vector: bool,
 }
 
