@@ -74,6 +74,11 @@ if grep -qw avx2 /proc/cpuinfo; then
     NET_MANA_RX_PATH=scalar cargo test --locked -p net_mana --test lying_device \
         --test rx_metadata --test robustness --test forwarding --test rx_path \
         -- --test-threads=1
+    # The transmit path likewise (NET_MANA_TX_PATH unset chose the vector
+    # plain run above): the burst-level transmit tests on the scalar one.
+    NET_MANA_TX_PATH=scalar cargo test --locked -p net_mana --test lying_device \
+        --test robustness --test forwarding --test vlan --test scatter --test tx_path \
+        -- --test-threads=1
 fi
 # The timing-sensitive files again, beside the hog (already running in
 # --busy mode, where the pass above was the busy one).

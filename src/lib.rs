@@ -24,4 +24,7 @@ pub mod fuzzing {
     /// The vector and scalar receive paths over one device's completions
     /// must agree exactly (`dataplane::rxq::side_by_side`).
     pub use crate::dataplane::rxq::side_by_side::check as rx_paths;
+    /// The vector and scalar transmit paths over the same bursts and
+    /// completions must agree exactly (`dataplane::txq::side_by_side`).
+    pub use crate::dataplane::txq::side_by_side::check as tx_paths;
 }

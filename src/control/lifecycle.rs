@@ -13,7 +13,7 @@ use crate::control::state::limits::MIN_DESC;
 use crate::control::state::queue_sets::{Kind, QueueSet};
 use crate::control::state::rss_conf::RETA_SIZE;
 use crate::dataplane::rxq::{RxConf, RxPath, RxPathWish, RxQueue, MIN_BUF_LEN};
-use crate::dataplane::txq::{TxConf, TxQueue};
+use crate::dataplane::txq::{TxConf, TxPath, TxPathWish, TxQueue};
 use crate::ffi;
 use crate::ffi::consts::*;
 use ::log::{debug, info, warn};
@@ -184,6 +184,11 @@ pub fn setup_tx(
     refuse_if_resetting(p)?;
     check_desc(p, nb_desc)?;
     let d = p.data();
+    let offloads = conf.offloads | d.dev_conf.txmode.offloads;
+    let path = TxPathWish::from_env()
+        .and_then(|wish| TxPath::choose(wish, offloads))
+        .map_err(|e| at(Error::invalid(e)))?;
+    debug!("{}: tx queue {qid}: {path:?} transmit path", p.name);
     ctrl.tx.release(d, qid);
     ctrl.generation += 1;
     let q = TxQueue::alloc(TxConf {
@@ -191,8 +196,9 @@ pub fn setup_tx(
         queue_id: qid,
         socket,
         nb_desc,
-        offloads: conf.offloads | d.dev_conf.txmode.offloads,
+        offloads,
         conf: *conf,
+        path,
     })
     .ok_or_else(|| {
         at(Error::new(

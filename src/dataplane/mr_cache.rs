@@ -89,6 +89,13 @@ pub struct Bounds {
 }
 
 impl Bounds {
+    /// The region's first address and size, for a check of its own (the
+    /// transmit path's vector step) that must equal [`Bounds::covers`].
+    #[inline(always)]
+    pub fn parts(&self) -> (usize, usize) {
+        (self.start, self.size)
+    }
+
     #[inline(always)]
     pub fn covers(&self, addr: usize, len: usize) -> bool {
         let off = addr.wrapping_sub(self.start);

@@ -25,6 +25,13 @@ use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 use std::ptr::{self, NonNull};
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod path;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod side_by_side;
+pub use path::{TxPath, TxPathWish};
+
 /// One burst's run of WQEs, recorded when posted: where it ends in the
 /// in-flight ring and in the SQ. An OK completion completes the oldest run.
 #[derive(Clone, Copy, Default)]
@@ -98,6 +105,8 @@ pub struct TxConf {
     pub nb_desc: u16,
     pub offloads: u64,
     pub conf: ffi::rte_eth_txconf,
+    /// The plain send run the queue uses ([`TxPath::choose`]).
+    pub path: TxPath,
 }
 
 /// A transmit queue (in DPDK shared memory, plain data only).
@@ -571,6 +580,7 @@ impl Burst<'_> {
                 last_oob: ptr::null_mut(),
                 bytes: 0,
                 memo: Memo::NONE,
+                vector: q.conf.path == TxPath::VectorAvx2,
             };
             // Every packet posted takes one descriptor.
             let n = pkts.len().min((*nb_desc - f.ring.len()) as usize);
@@ -656,6 +666,9 @@ struct Fast<'w> {
     bytes: u64,
     /// The last offload request `run_offload` saw (see [`Memo::words`]).
     memo: Memo,
+    /// The plain run takes groups of four with the vector step.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    vector: bool,
 }
 
 /// An offload request's OOB words, kept for the next packet: packets of a
@@ -745,6 +758,10 @@ impl Fast<'_> {
         // offset above 255: long_template != 0), the same for the burst.
         let reject = ffi::RTE_MBUF_F_TX_TCP_SEG | ASKED;
         if self.long_template == 0 {
+            #[cfg(target_arch = "x86_64")]
+            if self.vector {
+                return self.run_vector(pkts, reject);
+            }
             self.run_fixed::<1>(
                 pkts,
                 bits::HDR_PLAIN,

@@ -5,7 +5,7 @@ use super::{data, port, ret};
 use crate::control::state::queue_sets::EthQueues;
 use crate::control::{intr, lifecycle};
 use crate::dataplane::rxq::{RxPath, RxQueue};
-use crate::dataplane::txq::{self, TxQueue};
+use crate::dataplane::txq::{self, TxPath, TxQueue};
 use crate::ffi::consts::RX_OFFLOAD_VLAN_STRIP;
 use crate::ffi::{self, rte_eth_dev};
 use std::ffi::{c_int, c_uint, c_void};
@@ -134,11 +134,21 @@ pub unsafe extern "C" fn rx_burst_mode_get(
 }
 
 pub unsafe extern "C" fn tx_burst_mode_get(
-    _dev: *mut rte_eth_dev,
-    _q: u16,
+    dev: *mut rte_eth_dev,
+    qid: u16,
     mode: *mut ffi::rte_eth_burst_mode,
 ) -> c_int {
-    write_mode(mode, "Scalar, CQE suppression, one doorbell per burst")
+    let q = queues(dev).get::<TxQueue>(usize::from(qid));
+    write_mode(
+        mode,
+        match q.map(|q| q.conf.path) {
+            Some(TxPath::VectorAvx2) => {
+                "Vector AVX2, four plain packets per step, scalar for the rest, \
+                 CQE suppression, one doorbell per burst"
+            }
+            _ => "Scalar, CQE suppression, one doorbell per burst",
+        },
+    )
 }
 
 pub unsafe extern "C" fn rx_queue_intr_enable(dev: *mut rte_eth_dev, qid: u16) -> c_int {

@@ -277,6 +277,25 @@ impl WqWriter<'_> {
         k as u32
     }
 
+    /// The address of the next WQE, for a writer of its own (the transmit
+    /// path's vector step) that fills up to `contiguous_bu()` units (and
+    /// no more than `free_bu()`) from there, then [`WqWriter::advance`]s.
+    #[inline(always)]
+    pub fn head_ptr(&self) -> *mut u8 {
+        // SAFETY: `head_offset` is a 32-byte aligned offset inside the ring
+        // of the live WorkQueue this cursor borrows.
+        unsafe { self.buf.add(self.head_offset()) }
+    }
+
+    /// Moves the head past `units` basic units the caller wrote from
+    /// [`WqWriter::head_ptr`] on (within the contiguous and free units).
+    #[inline(always)]
+    pub fn advance(&mut self, units: u32) {
+        debug_assert!(units <= self.contiguous_bu() && units <= self.free);
+        self.head = self.head.wrapping_add(units);
+        self.free -= units;
+    }
+
     /// The OOB of the WQE of `bu` basic units written last (the caller
     /// wrote one since the cursor was made): for late patching, as the
     /// post functions return it.

@@ -103,8 +103,9 @@ fn every_target_has_a_test() {
 
 /// Targets whose check is the driver's own (it needs the driver's private
 /// parts and DPDK), replayed by the driver's unit tests instead:
-/// `rx_paths` by `dataplane::rxq::side_by_side::tests`.
-const IN_THE_DRIVER: &[&str] = &["rx_paths"];
+/// `rx_paths` by `dataplane::rxq::side_by_side::tests`, `tx_paths` by
+/// `dataplane::txq::side_by_side::tests`.
+const IN_THE_DRIVER: &[&str] = &["rx_paths", "tx_paths"];
 
 /// Every libFuzzer entry (`fuzz/fuzz_targets/*.rs`) is replayed under
 /// `cargo test`: here, or by the driver's tests.

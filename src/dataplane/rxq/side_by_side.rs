@@ -28,14 +28,14 @@ const HEADROOM: usize = ffi::RTE_PKTMBUF_HEADROOM as usize;
 const GUARD: usize = 64;
 const GUARD_BYTE: u8 = 0xa5;
 /// The port both queues claim: their doorbell page is the harness's.
-const PORT: u16 = (ffi::RTE_MAX_ETHPORTS - 1) as u16;
-const DB_WORDS: usize = 512;
+pub(crate) const PORT: u16 = (ffi::RTE_MAX_ETHPORTS - 1) as u16;
+pub(crate) const DB_WORDS: usize = 512;
 
 /// Reads the fuzz input front to back; zeros once it runs out.
-struct Input<'a>(&'a [u8]);
+pub(crate) struct Input<'a>(pub(crate) &'a [u8]);
 
 impl Input<'_> {
-    fn u8(&mut self) -> u8 {
+    pub(crate) fn u8(&mut self) -> u8 {
         match self.0.split_first() {
             Some((b, rest)) => {
                 self.0 = rest;
@@ -44,19 +44,19 @@ impl Input<'_> {
             None => 0,
         }
     }
-    fn u16(&mut self) -> u16 {
+    pub(crate) fn u16(&mut self) -> u16 {
         u16::from_le_bytes([self.u8(), self.u8()])
     }
-    fn u32(&mut self) -> u32 {
+    pub(crate) fn u32(&mut self) -> u32 {
         u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
     }
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 }
 
 /// The free mbufs of a harness pool, first in first out (as a ring pool).
-struct Free(VecDeque<*mut c_void>);
+pub(crate) struct Free(pub(crate) VecDeque<*mut c_void>);
 
 /// # Safety (all four)
 /// Called by DPDK's mempool functions with a pool of a [`Side`], whose
@@ -106,7 +106,7 @@ unsafe extern "C" fn pool_count(mp: *const rte_mempool) -> c_uint {
 
 /// The index of the harness's mempool operations in DPDK's table
 /// (registered once per process; needs no EAL).
-fn ops_index() -> c_int {
+pub(crate) fn ops_index() -> c_int {
     static INDEX: OnceLock<c_int> = OnceLock::new();
     *INDEX.get_or_init(|| {
         let mut ops = ffi::rte_mempool_ops::default();
@@ -126,7 +126,7 @@ fn ops_index() -> c_int {
 
 /// The harness's doorbell page (one for the process: the harness runs
 /// under [`LOCK`]).
-fn db_page() -> *mut u64 {
+pub(crate) fn db_page() -> *mut u64 {
     static PAGE: OnceLock<usize> = OnceLock::new();
     *PAGE.get_or_init(|| {
         let p = Box::leak(vec![0u64; DB_WORDS].into_boxed_slice()).as_mut_ptr();
@@ -135,7 +135,7 @@ fn db_page() -> *mut u64 {
     }) as *mut u64
 }
 
-static LOCK: Mutex<()> = Mutex::new(());
+pub(crate) static LOCK: Mutex<()> = Mutex::new(());
 
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
