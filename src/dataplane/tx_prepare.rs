@@ -54,12 +54,14 @@ impl Tso {
         }))
     }
 
-    /// Packets and bytes the device puts on the wire for a `pkt_len` send.
+    /// Packets and bytes the device puts on the wire for a `pkt_len` send
+    /// (saturating: `pkt_len` is the application's word, not checked
+    /// against the segments).
     pub fn wire(&self, pkt_len: u32) -> (u32, u32) {
         let hdr = u32::from(self.hdr_len);
         let payload = pkt_len.saturating_sub(hdr).max(1);
         let segs = payload.div_ceil(u32::from(self.mss));
-        (segs, pkt_len + (segs - 1) * hdr)
+        (segs, pkt_len.saturating_add((segs - 1).saturating_mul(hdr)))
     }
 }
 

@@ -1443,6 +1443,8 @@ mod tests {
         assert_eq!(t.wire(2554), (3, 2554 + 2 * 54));
         assert_eq!(t.wire(1054), (1, 1054));
         assert_eq!(t.wire(54), (1, 54), "headers only still send one packet");
+        // A packet length near 2^32 (the application's word) saturates.
+        assert_eq!(t.wire(u32::MAX).1, u32::MAX);
     }
 
     #[test]
