@@ -31,7 +31,7 @@ static ID_TABLE: [ffi::rte_pci_id; 3] = [
 #[used]
 static PMD_INFO: [u8; PMD_INFO_STR.len()] = bytes_array(PMD_INFO_STR);
 const PMD_INFO_STR: &[u8] = b"\0PMD_INFO_STRING= {\"name\": \"net_mana\", \
-\"params\": \"mac=<mac_addr> rx_path=<auto|scalar|vector>\", \"kmod\": \"* ib_uverbs & mana_ib\", \
+\"params\": \"mac=<mac_addr> rx_path=<auto|scalar|vector> tx_path=<auto|scalar|vector>\", \"kmod\": \"* ib_uverbs & mana_ib\", \
 \"pci_ids\": [[5140, 186, 65535, 65535], [5140, 185, 65535, 65535]]}\0";
 
 const fn bytes_array<const N: usize>(s: &[u8]) -> [u8; N] {

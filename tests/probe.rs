@@ -136,7 +136,8 @@ fn the_pf_id_is_matched_and_bad_devargs_fail_the_probe_with_the_reason() {
     assert!(
         log.contains(
             "net_mana: 7870:00:00.0: invalid devargs 'foo=1': foo=1: unknown key 'foo' \
-             (the accepted keys are mac=<mac_addr> and rx_path=auto|scalar|vector"
+             (the accepted keys are mac=<mac_addr>, rx_path=auto|scalar|vector and \
+             tx_path=auto|scalar|vector"
         ),
         "{log}"
     );
@@ -165,7 +166,7 @@ fn pmdinfo_lists_ids_params_and_kernel_modules() {
     assert!(out.status.success(), "{text}");
     for needle in [
         "\"name\": \"net_mana\"",
-        "\"params\": \"mac=<mac_addr> rx_path=<auto|scalar|vector>\"",
+        "\"params\": \"mac=<mac_addr> rx_path=<auto|scalar|vector> tx_path=<auto|scalar|vector>\"",
         "\"kmod\": \"* ib_uverbs & mana_ib\"",
         "\"device\": \"00ba\"",
         "\"device\": \"00b9\"",

@@ -1,6 +1,7 @@
 //! The receive loop a one-buffer queue runs: the vector one (AVX2) where
 //! the CPU has it, the scalar one elsewhere or when the device argument
-//! `rx_path=` or `NET_MANA_RX_PATH` forces it; `show rxq info` names it, both receive every packet and
+//! `rx_path=` or `NET_MANA_RX_PATH` forces it (the device arguments'
+//! test covers `tx_path=` too); `show rxq info` names it, both receive every packet and
 //! byte, and a value of the switch the driver does not know is refused
 //! with a message that says which values it takes. (The burst-level tests,
 //! lying_device, rx_metadata, robustness and forwarding, run under each
@@ -30,20 +31,13 @@ fn avx2() -> bool {
 }
 
 fn spawn_path(env: &EmuEnv, path: &str, args: &[&str]) -> Testpmd {
-    spawn_with(env, path, None, args)
-}
-
-/// With `NET_MANA_RX_PATH=path`, and `-a <pci>,<devargs>` if given.
-fn spawn_with(env: &EmuEnv, path: &str, devargs: Option<&str>, args: &[&str]) -> Testpmd {
-    let mut b = Testpmd::builder(env)
+    Testpmd::builder(env)
         .driver(pmd())
         .args(args)
         .env("NET_MANA_RX_PATH", path)
-        .timeout(std::time::Duration::from_secs(120));
-    if let Some(d) = devargs {
-        b = b.device(&format!("{PCI},{d}"));
-    }
-    b.spawn().expect("testpmd starts")
+        .timeout(std::time::Duration::from_secs(120))
+        .spawn()
+        .expect("testpmd starts")
 }
 
 /// Each value of the switch: the burst mode testpmd shows, then 2000
@@ -123,36 +117,45 @@ fn an_unknown_receive_path_is_refused_with_the_values_it_takes() {
     assert_has(&o, "Fail to configure port 0 rx queues");
 }
 
-/// The device argument `rx_path=` chooses the loop of that device's
-/// queues, whatever the environment says (here a value it would refuse).
+/// The device arguments `rx_path=` and `tx_path=` choose the loops of that
+/// device's queues, whatever the environment says (here values it would
+/// refuse).
 #[test]
-fn the_rx_path_device_argument_wins_over_the_environment() {
+fn the_path_device_arguments_win_over_the_environment() {
     let _g = lock();
     if skip() {
         return;
     }
-    let mut cases = vec![("scalar", "Burst mode: Scalar, single and coalesced CQEs")];
+    let mut cases = vec![(
+        "scalar",
+        "Burst mode: Scalar, single and coalesced CQEs",
+        "Burst mode: Scalar, CQE suppression",
+    )];
     if avx2() {
-        cases.push(("vector", "Burst mode: Vector AVX2"));
+        cases.push((
+            "vector",
+            "Burst mode: Vector AVX2",
+            "Burst mode: Vector AVX2, four plain packets per step",
+        ));
     }
-    for (path, mode) in cases {
+    for (path, rx_mode, tx_mode) in cases {
         let env = EmuEnv::new(
-            &format!("rs-rxpath-arg-{path}"),
+            &format!("rs-path-arg-{path}"),
             single(vec![PortDef::sink(MAC_A)]),
         )
         .unwrap();
-        let mut t = spawn_with(
-            &env,
-            "fast",
-            Some(&format!("rx_path={path}")),
-            &["--rxq=1", "--txq=1"],
-        );
-        assert_has(&cmd(&mut t, "show rxq info 0 0"), mode);
-        assert!(
-            !t.output().contains("unknown receive path"),
-            "{}",
-            t.output()
-        );
+        let mut t = Testpmd::builder(&env)
+            .driver(pmd())
+            .args(&["--rxq=1", "--txq=1"])
+            .env("NET_MANA_RX_PATH", "fast")
+            .env("NET_MANA_TX_PATH", "fast")
+            .device(&format!("{PCI},rx_path={path},tx_path={path}"))
+            .timeout(std::time::Duration::from_secs(120))
+            .spawn()
+            .expect("testpmd starts");
+        assert_has(&cmd(&mut t, "show rxq info 0 0"), rx_mode);
+        assert_has(&cmd(&mut t, "show txq info 0 0"), tx_mode);
+        assert!(!t.output().contains("unknown"), "{}", t.output());
         t.quit().unwrap();
     }
 }

@@ -185,7 +185,9 @@ pub fn setup_tx(
     check_desc(p, nb_desc)?;
     let d = p.data();
     let offloads = conf.offloads | d.dev_conf.txmode.offloads;
-    let path = TxPathWish::from_env()
+    let path = p
+        .tx_path
+        .map_or_else(TxPathWish::from_env, Ok)
         .and_then(|wish| TxPath::choose(wish, offloads))
         .map_err(|e| at(Error::invalid(e)))?;
     debug!("{}: tx queue {qid}: {path:?} transmit path", p.name);

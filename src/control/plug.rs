@@ -12,6 +12,7 @@ use crate::control::state::mr_registry::Registry;
 use crate::control::state::reset_state::Reset;
 use crate::control::state::shared::Shared;
 use crate::dataplane::rxq::RxPathWish;
+use crate::dataplane::txq::TxPathWish;
 use crate::ffi;
 use crate::hw::sysfs::{PciAddr, PortNetdev};
 use crate::hw::verbs::{DeviceInfo, DeviceList};
@@ -30,8 +31,10 @@ pub struct PortSpec {
     pub ib_port: u32,
     pub netdev: PortNetdev,
     pub attr: ffi::ibv_device_attr_ex,
-    /// The receive loop the device arguments ask for (`rx_path=`).
+    /// The receive loop and send run the device arguments ask for
+    /// (`rx_path=`, `tx_path=`).
     pub rx_path: Option<RxPathWish>,
+    pub tx_path: Option<TxPathWish>,
 }
 
 /// Undoes a port creation that did not finish (drop while armed).
@@ -70,6 +73,7 @@ pub fn create(
         netdev,
         attr,
         rx_path,
+        tx_path,
     } = spec;
     let device = Device::open(list, ib_index, ib_port)?;
     let cname = CString::new(name.clone()).map_err(|_| Error::invalid("NUL in the port name"))?;
@@ -128,6 +132,7 @@ pub fn create(
         unknown_events: std::sync::atomic::AtomicU64::new(0),
         link: Default::default(),
         rx_path,
+        tx_path,
     });
     port.set_ctx(ctx);
     // SAFETY: the ethdev is ours until probing_finish publishes it.

@@ -15,7 +15,7 @@ use crate::control::state::shared::Shared;
 use crate::dataplane::queue::ControlToken;
 use crate::dataplane::rxq::{self, RxPathWish, RxQueue};
 use crate::dataplane::tx_prepare;
-use crate::dataplane::txq::{self, TxQueue};
+use crate::dataplane::txq::{self, TxPathWish, TxQueue};
 use crate::ffi::{self, compat};
 use crate::hw::sysfs::{PciAddr, PortNetdev};
 use crate::hw::verbs::{Context, DeviceInfo, DeviceList, Pd};
@@ -110,9 +110,10 @@ pub struct Port {
     pub unknown_events: std::sync::atomic::AtomicU64,
     /// The link last reported, for link status change events.
     pub link: LinkState,
-    /// The receive loop the device arguments ask for; else the
-    /// environment's (`NET_MANA_RX_PATH`).
+    /// The receive loop and send run the device arguments ask for; else
+    /// the environment's (`NET_MANA_RX_PATH`, `NET_MANA_TX_PATH`).
     pub rx_path: Option<RxPathWish>,
+    pub tx_path: Option<TxPathWish>,
 }
 
 // SAFETY: the raw eth_dev pointer refers to DPDK's static device array,

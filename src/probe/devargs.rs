@@ -11,9 +11,10 @@
 //!
 //! * arguments are `key=value` pairs separated by single commas; the keys
 //!   are `mac`, repeatable, up to [`MAX_MACS`] addresses in total, and
-//!   `rx_path` (`auto`, `scalar` or `vector`: the receive loop of the
-//!   device's queues, as `NET_MANA_RX_PATH` chooses it for every device),
-//!   at most once;
+//!   `rx_path` and `tx_path` (`auto`, `scalar` or `vector`: the receive
+//!   loop and the plain send run of the device's queues, as
+//!   `NET_MANA_RX_PATH` and `NET_MANA_TX_PATH` choose them for every
+//!   device), each at most once;
 //! * a value may also be a DPDK kvargs bracket list, `mac=[m1,m2]`; commas
 //!   inside brackets do not separate arguments;
 //! * ASCII whitespace around keys, values and list items is trimmed: it can
@@ -42,9 +43,10 @@ pub const MAX_MACS: usize = 8;
 
 const MAC_KEY: &str = "mac";
 const RX_PATH_KEY: &str = "rx_path";
+const TX_PATH_KEY: &str = "tx_path";
 
 /// The keys, for messages.
-const KEYS_HINT: &str = "the accepted keys are mac=<mac_addr> and rx_path=auto|scalar|vector";
+const KEYS_HINT: &str = "the accepted keys are mac=<mac_addr>, rx_path=auto|scalar|vector and tx_path=auto|scalar|vector";
 
 /// A data-path loop asked for by a device argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,17 +92,22 @@ pub enum DevargsError {
         /// The pair as written (trimmed).
         pair: String,
     },
-    /// A value of `rx_path` other than `auto`, `scalar` or `vector`.
+    /// A value of `rx_path` or `tx_path` other than `auto`, `scalar` or
+    /// `vector`.
     UnknownPath {
         /// The pair as written (trimmed).
         pair: String,
+        /// `rx_path` or `tx_path`.
+        key: &'static str,
     },
-    /// `rx_path` given twice.
+    /// `rx_path` or `tx_path` given twice.
     RepeatedKey {
         /// The second pair as written (trimmed).
         pair: String,
+        /// `rx_path` or `tx_path`.
+        key: &'static str,
     },
-    /// A key other than `mac` and `rx_path` (also an empty key,
+    /// A key other than `mac`, `rx_path` and `tx_path` (also an empty key,
     /// `=00:0d:...`).
     UnknownKey {
         /// The pair as written (trimmed).
@@ -174,13 +181,18 @@ impl fmt::Display for DevargsError {
                 f,
                 "{pair}: unknown key '{key}' ({KEYS_HINT}, e.g. mac={EXAMPLE_MAC})"
             ),
-            Self::UnknownPath { pair } => write!(
+            Self::UnknownPath { pair, key } => write!(
                 f,
-                "{pair}: unknown receive path (use auto, scalar or vector; auto takes \
-                 the vector loop where the CPU has AVX2)"
+                "{pair}: unknown {} path (use auto, scalar or vector; auto takes \
+                 the vector loop where the CPU has AVX2)",
+                if *key == TX_PATH_KEY {
+                    "transmit"
+                } else {
+                    "receive"
+                }
             ),
-            Self::RepeatedKey { pair } => {
-                write!(f, "{pair}: rx_path given twice (give it once)")
+            Self::RepeatedKey { pair, key } => {
+                write!(f, "{pair}: {key} given twice (give it once)")
             }
             Self::EmptyValue { pair } => write!(
                 f,
@@ -242,6 +254,7 @@ pub struct Devargs {
     macs: [MacAddr; MAX_MACS],
     len: usize,
     rx_path: Option<PathChoice>,
+    tx_path: Option<PathChoice>,
 }
 
 impl Devargs {
@@ -275,14 +288,21 @@ impl Devargs {
     }
 
     /// The arguments in their canonical form (`mac=` in lower case with
-    /// colons, in order, then `rx_path=`); parsing it gives the same.
+    /// colons, in order, then `rx_path=` and `tx_path=`); parsing it gives
+    /// the same.
     #[must_use]
     pub fn canonical(&self) -> String {
         let macs = self.macs().iter().map(|m| format!("{MAC_KEY}={m}"));
-        let path = self
-            .rx_path
-            .map(|p| format!("{RX_PATH_KEY}={}", p.as_str()));
-        macs.chain(path).collect::<Vec<_>>().join(",")
+        let paths = [(RX_PATH_KEY, self.rx_path), (TX_PATH_KEY, self.tx_path)]
+            .into_iter()
+            .filter_map(|(k, p)| Some(format!("{k}={}", p?.as_str())));
+        macs.chain(paths).collect::<Vec<_>>().join(",")
+    }
+
+    /// The plain send run asked for, if `tx_path` was given.
+    #[must_use]
+    pub fn tx_path(&self) -> Option<PathChoice> {
+        self.tx_path
     }
 
     /// Whether the port with this MAC should be probed: true when no filter
@@ -305,13 +325,20 @@ impl Devargs {
             });
         };
         let (key, value) = (trim(key), trim(value));
-        if key == RX_PATH_KEY {
+        let (path_key, slot) = match key {
+            RX_PATH_KEY => (RX_PATH_KEY, Some(&mut self.rx_path)),
+            TX_PATH_KEY => (TX_PATH_KEY, Some(&mut self.tx_path)),
+            _ => ("", None),
+        };
+        if let Some(slot) = slot {
             let choice = PathChoice::parse(value).ok_or_else(|| DevargsError::UnknownPath {
                 pair: pair.to_owned(),
+                key: path_key,
             })?;
-            if self.rx_path.replace(choice).is_some() {
+            if slot.replace(choice).is_some() {
                 return Err(DevargsError::RepeatedKey {
                     pair: pair.to_owned(),
+                    key: path_key,
                 });
             }
             return Ok(());
@@ -379,7 +406,9 @@ impl Devargs {
 
 impl PartialEq for Devargs {
     fn eq(&self, other: &Self) -> bool {
-        self.macs() == other.macs() && self.rx_path == other.rx_path
+        self.macs() == other.macs()
+            && self.rx_path == other.rx_path
+            && self.tx_path == other.tx_path
     }
 }
 
@@ -390,6 +419,7 @@ impl fmt::Debug for Devargs {
         f.debug_struct("Devargs")
             .field("macs", &self.macs())
             .field("rx_path", &self.rx_path)
+            .field("tx_path", &self.tx_path)
             .finish()
     }
 }
@@ -593,6 +623,32 @@ mod tests {
     }
 
     #[test]
+    fn tx_path_beside_rx_path_and_macs() {
+        let d = Devargs::parse("tx_path=scalar,mac=00:0d:3a:76:3b:d0,rx_path=vector").unwrap();
+        assert_eq!(d.tx_path(), Some(PathChoice::Scalar));
+        assert_eq!(d.rx_path(), Some(PathChoice::Vector));
+        assert_eq!(d.macs(), [A]);
+        assert_eq!(
+            d.canonical(),
+            "mac=00:0d:3a:76:3b:d0,rx_path=vector,tx_path=scalar"
+        );
+        assert_eq!(Devargs::parse(&d.canonical()), Ok(d));
+        assert!(matches!(
+            err("tx_path=fast"),
+            DevargsError::UnknownPath { key: "tx_path", .. }
+        ));
+        assert_eq!(
+            msg("tx_path=turbo"),
+            "tx_path=turbo: unknown transmit path (use auto, scalar or vector; auto \
+             takes the vector loop where the CPU has AVX2)"
+        );
+        assert_eq!(
+            msg("tx_path=auto,rx_path=auto,tx_path=auto"),
+            "tx_path=auto: tx_path given twice (give it once)"
+        );
+    }
+
+    #[test]
     fn rx_path_beside_macs() {
         for (s, want) in [
             ("rx_path=auto", PathChoice::Auto),
@@ -633,8 +689,9 @@ mod tests {
         );
         assert_eq!(
             msg("foo=1"),
-            "foo=1: unknown key 'foo' (the accepted keys are mac=<mac_addr> and \
-             rx_path=auto|scalar|vector, e.g. mac=00:0d:3a:76:3b:d0)"
+            "foo=1: unknown key 'foo' (the accepted keys are mac=<mac_addr>, \
+             rx_path=auto|scalar|vector and tx_path=auto|scalar|vector, e.g. \
+             mac=00:0d:3a:76:3b:d0)"
         );
         assert_eq!(
             msg("rx_path=fast"),
@@ -653,8 +710,8 @@ mod tests {
         assert_eq!(
             msg("00:0d:3a:76:3b:d0"),
             "00:0d:3a:76:3b:d0: missing '=' (arguments are key=value; the accepted \
-             keys are mac=<mac_addr> and rx_path=auto|scalar|vector, e.g. \
-             mac=00:0d:3a:76:3b:d0)"
+             keys are mac=<mac_addr>, rx_path=auto|scalar|vector and \
+             tx_path=auto|scalar|vector, e.g. mac=00:0d:3a:76:3b:d0)"
         );
         assert_eq!(
             msg("mac=00:0d:3a:76:3b:d0,,mac=00:0d:3a:76:3b:d1"),

@@ -6,6 +6,7 @@ mod diag;
 
 use crate::control::plug;
 use crate::dataplane::rxq::RxPathWish;
+use crate::dataplane::txq::TxPathWish;
 use crate::ffi;
 use crate::hw::mac::MacAddr;
 use crate::hw::sysfs::{self, PciAddr};
@@ -226,6 +227,11 @@ fn probe_ports(
                 PathChoice::Auto => RxPathWish::Auto,
                 PathChoice::Scalar => RxPathWish::Scalar,
                 PathChoice::Vector => RxPathWish::Vector,
+            }),
+            tx_path: devargs.tx_path().map(|c| match c {
+                PathChoice::Auto => TxPathWish::Auto,
+                PathChoice::Scalar => TxPathWish::Scalar,
+                PathChoice::Vector => TxPathWish::Vector,
             }),
         };
         let name = spec.name.clone();

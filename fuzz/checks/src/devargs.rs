@@ -4,7 +4,7 @@
 //!
 //! `devargs` feeds it any text; `devargs_model` writes argument strings from
 //! a list of MACs in every accepted notation (case, separators, one-digit
-//! bytes, bracket lists, whitespace) and an `rx_path=` anywhere, sometimes
+//! bytes, bracket lists, whitespace) and `rx_path=`/`tx_path=` anywhere, sometimes
 //! with one defect, and checks the parser accepts exactly the valid ones,
 //! returns their MACs in order and the path, and otherwise names the first
 //! problem from the left.
@@ -39,8 +39,8 @@ pub fn check_text(data: &[u8]) {
                 DevargsError::EmptyPair { drv_str } => drv_str,
                 DevargsError::MissingEquals { pair }
                 | DevargsError::UnknownKey { pair, .. }
-                | DevargsError::UnknownPath { pair }
-                | DevargsError::RepeatedKey { pair }
+                | DevargsError::UnknownPath { pair, .. }
+                | DevargsError::RepeatedKey { pair, .. }
                 | DevargsError::EmptyValue { pair }
                 | DevargsError::EmptyListItem { pair } => pair,
                 DevargsError::UnbalancedBracket { text, .. }
@@ -63,7 +63,7 @@ pub fn check_text(data: &[u8]) {
             let macs = d.macs();
             assert!(macs.len() <= MAX_MACS);
             assert_eq!(
-                macs.is_empty() && d.rx_path().is_none(),
+                macs.is_empty() && d.rx_path().is_none() && d.tx_path().is_none(),
                 s.trim_ascii().is_empty(),
                 "{s:?}"
             );
@@ -145,8 +145,11 @@ enum Defect {
     EmptyListItem,
     InvalidMac,
     UnknownPath,
+    UnknownTxPath,
     /// A second `rx_path=auto`: wrong only after another one.
     RepeatedPath,
+    /// The same for `tx_path`.
+    RepeatedTxPath,
 }
 
 const CHOICES: [(PathChoice, &str); 3] = [
@@ -177,7 +180,8 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         macs.push(m);
     }
     // Written as pairs: `mac=<m>` or `mac=[<m>,<m>,...]`.
-    let mut pairs: Vec<(String, Vec<usize>, Option<PathChoice>)> = Vec::new();
+    // (text, MAC indices, (0 rx / 1 tx, choice) of a path pair)
+    let mut pairs: Vec<(String, Vec<usize>, Option<(usize, PathChoice)>)> = Vec::new();
     let mut i = 0;
     while i < n {
         let take = if bool::arbitrary(u)? {
@@ -213,18 +217,20 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         i += items.len();
         pairs.push((text, items, None));
     }
-    // An `rx_path=` anywhere among them.
-    if bool::arbitrary(u)? {
-        let (choice, word) = CHOICES[usize::from(u8::arbitrary(u)?) % CHOICES.len()];
-        let at = usize::from(u8::arbitrary(u)?) % (pairs.len() + 1);
-        let text = format!(
-            "{}rx_path{}={}{word}{}",
-            space(u)?,
-            space(u)?,
-            space(u)?,
-            space(u)?
-        );
-        pairs.insert(at, (text, Vec::new(), Some(choice)));
+    // An `rx_path=` and a `tx_path=`, each maybe, anywhere among them.
+    for (which, key) in ["rx_path", "tx_path"].into_iter().enumerate() {
+        if bool::arbitrary(u)? {
+            let (choice, word) = CHOICES[usize::from(u8::arbitrary(u)?) % CHOICES.len()];
+            let at = usize::from(u8::arbitrary(u)?) % (pairs.len() + 1);
+            let text = format!(
+                "{}{key}{}={}{word}{}",
+                space(u)?,
+                space(u)?,
+                space(u)?,
+                space(u)?
+            );
+            pairs.insert(at, (text, Vec::new(), Some((which, choice))));
+        }
     }
     let defect = if bool::arbitrary(u)? {
         Some((
@@ -245,7 +251,9 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             Defect::EmptyListItem => "mac=[ ,02:00:00:00:00:02]".to_string(),
             Defect::InvalidMac => "mac=00:0d:3a:76:3b".to_string(),
             Defect::UnknownPath => "rx_path=fast".to_string(),
+            Defect::UnknownTxPath => "tx_path=Vector".to_string(),
             Defect::RepeatedPath => "rx_path=auto".to_string(),
+            Defect::RepeatedTxPath => "tx_path=auto".to_string(),
         };
         texts.insert(at, t);
     }
@@ -254,34 +262,40 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
 
     // What the parser must say: the first problem from the left.
     let mut seen: Vec<[u8; 6]> = Vec::new();
-    let mut path: Option<PathChoice> = None;
+    let mut path: [Option<PathChoice>; 2] = [None, None];
     let mut want: Result<(), &str> = Ok(());
-    // A second rx_path is refused where it stands.
+    // A second rx_path (tx_path) is refused where it stands; the defects
+    // that repeat one are an `auto` of it.
     fn take_path(path: &mut Option<PathChoice>, c: PathChoice) -> Result<(), &'static str> {
         match path.replace(c) {
             Some(_) => Err("repeated"),
             None => Ok(()),
         }
     }
+    let repeats = |d: Defect| match d {
+        Defect::RepeatedPath => Some(0),
+        Defect::RepeatedTxPath => Some(1),
+        _ => None,
+    };
     'pairs: for (p, (_, items, choice)) in pairs.iter().enumerate() {
         if let Some((d, at)) = defect {
             if at == p {
-                match d {
-                    Defect::RepeatedPath => {
-                        if let Err(e) = take_path(&mut path, PathChoice::Auto) {
+                match repeats(d) {
+                    Some(w) => {
+                        if let Err(e) = take_path(&mut path[w], PathChoice::Auto) {
                             want = Err(e);
                             break;
                         }
                     }
-                    _ => {
+                    None => {
                         want = Err("defect");
                         break;
                     }
                 }
             }
         }
-        if let Some(c) = choice {
-            if let Err(e) = take_path(&mut path, *c) {
+        if let Some((w, c)) = choice {
+            if let Err(e) = take_path(&mut path[*w], *c) {
                 want = Err(e);
                 break;
             }
@@ -306,9 +320,9 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     }
     if want.is_ok() {
         if let Some((d, _)) = defect.filter(|&(_, at)| at == pairs.len()) {
-            want = match d {
-                Defect::RepeatedPath => take_path(&mut path, PathChoice::Auto),
-                _ => Err("defect"),
+            want = match repeats(d) {
+                Some(w) => take_path(&mut path[w], PathChoice::Auto),
+                None => Err("defect"),
             };
         }
     }
@@ -321,7 +335,7 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         (Ok(()), Ok(d)) => {
             let parsed: Vec<[u8; 6]> = d.macs().iter().map(|m| m.0).collect();
             assert_eq!(parsed, seen, "{s:?}");
-            assert_eq!(d.rx_path(), path, "{s:?}");
+            assert_eq!([d.rx_path(), d.tx_path()], path, "{s:?}");
         }
         (Err(kind), Err(e)) => {
             let ok = match (kind, e) {
@@ -345,7 +359,14 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
                             DevargsError::EmptyListItem { .. }
                         )
                         | (Some(Defect::InvalidMac), DevargsError::InvalidMac { .. })
-                        | (Some(Defect::UnknownPath), DevargsError::UnknownPath { .. })
+                        | (
+                            Some(Defect::UnknownPath),
+                            DevargsError::UnknownPath { key: "rx_path", .. }
+                        )
+                        | (
+                            Some(Defect::UnknownTxPath),
+                            DevargsError::UnknownPath { key: "tx_path", .. }
+                        )
                 ),
                 _ => false,
             };

@@ -42,8 +42,12 @@ fn generated(name: &str, n: usize) -> impl Iterator<Item = Vec<u8>> + '_ {
             match i % 4 {
                 0 | 2 => drop(v.splice(0..0, b"mac=".iter().copied())),
                 1 => {
-                    let word: &[u8] =
-                        [&b"rx_path=scalar,"[..], b"rx_path=vector", b"rx_path="][(i / 4) % 3];
+                    let word: &[u8] = [
+                        &b"rx_path=scalar,"[..],
+                        b"rx_path=vector",
+                        b"rx_path=",
+                        b"tx_path=auto,",
+                    ][(i / 4) % 4];
                     drop(v.splice(0..0, word.iter().copied()));
                 }
                 _ => {}
