@@ -158,6 +158,10 @@ const CHOICES: [(PathChoice, &str); 3] = [
     (PathChoice::Vector, "vector"),
 ];
 
+/// A pair written: its text, the indices of its MACs, and for a path pair
+/// which (0 `rx_path`, 1 `tx_path`) and the choice.
+type Pair = (String, Vec<usize>, Option<(usize, PathChoice)>);
+
 /// Target `devargs_model`.
 pub fn check_model(data: &[u8]) {
     let _ = model(&mut Unstructured::new(data));
@@ -180,8 +184,7 @@ fn model(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         macs.push(m);
     }
     // Written as pairs: `mac=<m>` or `mac=[<m>,<m>,...]`.
-    // (text, MAC indices, (0 rx / 1 tx, choice) of a path pair)
-    let mut pairs: Vec<(String, Vec<usize>, Option<(usize, PathChoice)>)> = Vec::new();
+    let mut pairs: Vec<Pair> = Vec::new();
     let mut i = 0;
     while i < n {
         let take = if bool::arbitrary(u)? {
