@@ -350,7 +350,7 @@ impl Burst<'_> {
             let m = self.st.inflight.take();
             // Counted as sent when posted; they never reached the wire.
             self.q.stats.packets.sub(u64::from(s.packets));
-            self.q.stats.bytes.sub(u64::from(s.bytes));
+            self.q.stats.bytes.sub(s.bytes);
             self.q.stats.errors.add(u64::from(s.packets));
             // SAFETY: the mbuf was handed to us by tx_burst and not freed.
             unsafe { ffi::rte_pktmbuf_free_bulk(&mut { m }, 1) };
@@ -527,7 +527,7 @@ impl Burst<'_> {
                 // Counted as sent when posted; the device dropped it.
                 self.q.stats.errors.add(1);
                 unsent += u64::from(s.packets);
-                unsent_bytes += u64::from(s.bytes);
+                unsent_bytes += s.bytes;
             }
             self.st.sq.tail = self.st.sq.tail.wrapping_add(s.bu);
             self.free_oldest(1, false);
@@ -609,7 +609,7 @@ impl Burst<'_> {
                         f.last_oob = oob;
                         one_pool &= one;
                         extra_packets += u64::from(packets) - 1;
-                        f.bytes += u64::from(bytes);
+                        f.bytes += bytes;
                     }
                     Posted::Dropped => {}
                     Posted::Full => break,
@@ -857,8 +857,9 @@ impl Fast<'_> {
                     return None;
                 }
                 slots[j].write(m);
-                // An inserted tag is on the wire too.
-                bytes += u64::from(pkt_len + tag);
+                // An inserted tag is on the wire too (in 64 bits, as
+                // `Sent::of`: `pkt_len` is the application's word).
+                bytes += u64::from(pkt_len) + u64::from(tag);
                 Some(Sge::new(addr as u64, lkey, len).to_words())
             };
             // As many as lie before the SQ's end: a two-unit WQE across it
@@ -897,7 +898,7 @@ impl Fast<'_> {
 enum Posted {
     /// Written as a WQE: its OOB (for late patching), one segment of one
     /// pool (for `MBUF_FAST_FREE`), packets and bytes on the wire.
-    Wqe(*mut u8, bool, u32, u32),
+    Wqe(*mut u8, bool, u32, u64),
     /// Dropped (and freed).
     Dropped,
     /// No room left in the SQ: the burst ends.
@@ -914,7 +915,7 @@ struct Sent {
     /// Packets and bytes on the wire (a TSO send is several packets; an
     /// inserted VLAN tag adds 4 bytes to each).
     packets: u32,
-    bytes: u32,
+    bytes: u64,
     /// SGEs of its WQE.
     num_sge: u32,
     /// The long OOB.
@@ -949,11 +950,11 @@ impl Sent {
             gdma::INLINE_OOB_SMALL_SIZE
         };
         let (packets, bytes) = tso.map_or((1, pkt_len), |t| t.wire(pkt_len));
-        let tag = if vlan { 4 } else { 0 };
+        let tag: u32 = if vlan { 4 } else { 0 };
         Sent {
             bu: gdma::wqe_size_bu(oob, num_sge as usize),
             packets,
-            bytes: bytes + tag * packets,
+            bytes: u64::from(bytes) + u64::from(tag) * u64::from(packets),
             num_sge,
             long,
             tso,
