@@ -213,6 +213,18 @@ class Env:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# testpmd's event callback: "\nPort <id>: <name> event\n", written whole.
+EVENT_LINE = re.compile(r"\n?Port \d+: [a-z ]+ event\n")
+
+
+def prompt_seen(seg):
+    """Whether testpmd's prompt ended `seg`'s command, once its asynchronous
+    event lines (written by the interrupt thread, e.g. a link state change)
+    are taken out: they may split the prompt."""
+    plain = EVENT_LINE.sub("", seg)
+    return "testpmd> \r\n" in plain or "testpmd> \n" in plain
+
+
 class Testpmd:
     """An interactive dpdk-testpmd on the emulated device."""
 
@@ -259,8 +271,8 @@ class Testpmd:
         while time.monotonic() - t0 < timeout:
             with self.lock:
                 seg = self.out[start:]
-                if "testpmd> \r\n" in seg or "testpmd> \n" in seg:
-                    return seg
+            if prompt_seen(seg):
+                return seg
             if self.p.poll() is not None:
                 raise RuntimeError(f"testpmd exited ({self.p.returncode}):\n{self.tail()}")
             time.sleep(0.02)

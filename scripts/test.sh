@@ -62,6 +62,8 @@ fi
 cargo fmt --all -- --check
 # setup.sh's deb-src entries, derived from the machine's apt sources.
 /usr/bin/python3 -m unittest -q scripts/lib/test_deb_src.py
+# The benchmark's testpmd prompt parsing (benches/perf.py).
+/usr/bin/python3 -m unittest -q benches/test_perf.py
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The integration tests start dpdk-testpmd processes; run them one at a time
 # on this 2-core class of machine.
