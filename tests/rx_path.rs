@@ -19,25 +19,8 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 
 const NAME: &str = "7870:00:00.0_port1";
 
-fn avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 fn spawn_path(env: &EmuEnv, path: &str, args: &[&str]) -> Testpmd {
-    Testpmd::builder(env)
-        .driver(pmd())
-        .args(args)
-        .env("NET_MANA_RX_PATH", path)
-        .timeout(std::time::Duration::from_secs(120))
-        .spawn()
-        .expect("testpmd starts")
+    spawn_with_var(env, "NET_MANA_RX_PATH", path, args)
 }
 
 /// Each value of the switch: the burst mode testpmd shows, then 2000
@@ -53,10 +36,10 @@ fn the_switch_chooses_the_receive_path_and_the_burst_mode_names_it() {
     let vector = "Burst mode: Vector AVX2";
     let scalar = "Burst mode: Scalar, single and coalesced CQEs";
     let mut paths = vec![
-        ("auto", if avx2() { vector } else { scalar }),
+        ("auto", if cpu_has_avx2() { vector } else { scalar }),
         ("scalar", scalar),
     ];
-    if avx2() {
+    if cpu_has_avx2() {
         paths.push(("vector", vector));
     }
     for (path, mode) in paths {
@@ -131,7 +114,7 @@ fn the_path_device_arguments_win_over_the_environment() {
         "Burst mode: Scalar, single and coalesced CQEs",
         "Burst mode: Scalar, CQE suppression",
     )];
-    if avx2() {
+    if cpu_has_avx2() {
         cases.push((
             "vector",
             "Burst mode: Vector AVX2",

@@ -19,25 +19,8 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 
 const NAME: &str = "7870:00:00.0_port1";
 
-fn avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 fn spawn_path(env: &EmuEnv, path: &str, args: &[&str]) -> Testpmd {
-    Testpmd::builder(env)
-        .driver(pmd())
-        .args(args)
-        .env("NET_MANA_TX_PATH", path)
-        .timeout(std::time::Duration::from_secs(120))
-        .spawn()
-        .expect("testpmd starts")
+    spawn_with_var(env, "NET_MANA_TX_PATH", path, args)
 }
 
 /// Each value of the switch: the burst mode testpmd shows; then 2000
@@ -55,10 +38,10 @@ fn the_switch_chooses_the_transmit_path_and_every_packet_reaches_the_wire() {
     let vector = "Burst mode: Vector AVX2, four plain packets per step";
     let scalar = "Burst mode: Scalar, CQE suppression";
     let mut paths = vec![
-        ("auto", if avx2() { vector } else { scalar }),
+        ("auto", if cpu_has_avx2() { vector } else { scalar }),
         ("scalar", scalar),
     ];
-    if avx2() {
+    if cpu_has_avx2() {
         paths.push(("vector", vector));
     }
     for (path, mode) in paths {

@@ -11,5 +11,7 @@ pub mod queue;
 pub mod rx_flags;
 pub mod rxq;
 pub mod stats;
+#[cfg(test)]
+pub mod test_rng;
 pub mod tx_prepare;
 pub mod txq;

@@ -133,6 +133,30 @@ pub fn c_program_args(
     RuntimeDir::new(file_prefix)
 }
 
+/// Whether the CPU runs the vector data-path loops (AVX2).
+pub fn cpu_has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// testpmd with our driver and the environment variable `var=value`
+/// (`NET_MANA_RX_PATH`, `NET_MANA_TX_PATH`).
+pub fn spawn_with_var(env: &EmuEnv, var: &str, value: &str, args: &[&str]) -> Testpmd {
+    Testpmd::builder(env)
+        .driver(pmd())
+        .args(args)
+        .env(var, value)
+        .timeout(std::time::Duration::from_secs(120))
+        .spawn()
+        .expect("testpmd starts")
+}
+
 /// Skips (with a message) when testpmd is not installed.
 pub fn skip() -> bool {
     if !testpmd_available() {

@@ -255,19 +255,7 @@ mod tests {
     #[repr(C, align(64))]
     struct Ring([Cqe; SLOTS]);
 
-    /// xorshift64*: reproducible inputs without a dependency.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use crate::dataplane::test_rng::Rng;
 
     /// One completion as the test writes it, and what the step must
     /// make of it.
